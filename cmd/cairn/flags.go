@@ -1,0 +1,51 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// newFlagSet returns a FlagSet whose --help prints usage, flags and examples.
+func newFlagSet(m *Main, name, usage, examples string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		w := m.Stdout
+		fmt.Fprintf(w, "Usage:\n  cairn %s\n\nFlags:\n", usage)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		if examples != "" {
+			fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(examples, "\n"))
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args; --help prints usage and returns errHelp, which
+// callers turn into a clean exit.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return errHelp
+	}
+	if err != nil {
+		return &usageError{cmd: fs.Name(), msg: err.Error()}
+	}
+	return nil
+}
+
+// errHelp means --help was printed; the command returns nil to the user.
+var errHelp = errors.New("help shown")
+
+// done maps errHelp to success.
+func done(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
