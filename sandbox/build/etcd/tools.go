@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools records the command this module builds, so that go.mod and
+// go.sum pin every package it needs.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+)
