@@ -1,0 +1,382 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Errors.
+var (
+	// ErrMissing is wrapped by MissingError: a prerequisite (a binary or a
+	// Debian package) is not installed.
+	ErrMissing = errors.New("missing prerequisite")
+	// ErrNotRunning means the state directory holds no sandbox.
+	ErrNotRunning = errors.New("sandbox is not running")
+)
+
+// Network modes for the SSH hosts.
+type Network string
+
+const (
+	// NetworkAuto uses namespaces where they are allowed, else loopback.
+	NetworkAuto Network = ""
+	// NetworkNamespaces puts each host in its own network namespace on a
+	// bridge (10.200.N.0/24), sshd on port 22. Needs root.
+	NetworkNamespaces Network = "netns"
+	// NetworkLoopback runs each sshd on 127.0.0.1 on a port of its own.
+	NetworkLoopback Network = "loopback"
+)
+
+// HostSpec names one SSH host and its groups.
+type HostSpec struct {
+	Name   string   `json:"name"`
+	Groups []string `json:"groups"`
+}
+
+// Group names used by DefaultHosts.
+const (
+	GroupControlPlane = "control-plane"
+	GroupWorkers      = "workers"
+)
+
+// DefaultHosts returns three control-plane hosts (cp0..cp2) and one worker (w0).
+func DefaultHosts() []HostSpec {
+	return []HostSpec{
+		{Name: "cp0", Groups: []string{GroupControlPlane}},
+		{Name: "cp1", Groups: []string{GroupControlPlane}},
+		{Name: "cp2", Groups: []string{GroupControlPlane}},
+		{Name: "w0", Groups: []string{GroupWorkers}},
+	}
+}
+
+// Options configure Up. The zero value starts everything in DefaultStateDir.
+type Options struct {
+	// StateDir holds everything the sandbox owns. Default: DefaultStateDir().
+	StateDir string
+	// BinDir holds etcd, kube-apiserver and kube-controller-manager.
+	// Default: BinDir().
+	BinDir string
+	// NoKube and NoSSH leave out the cluster or the SSH hosts.
+	NoKube, NoSSH bool
+	// Hosts are the SSH hosts. Default: DefaultHosts().
+	Hosts []HostSpec
+	// Network chooses how SSH hosts are networked. Default: NetworkAuto.
+	Network Network
+	// DieWithParent makes every server die with the calling process
+	// (Pdeathsig), for test binaries. `cairn sandbox up` leaves it false so
+	// that the servers outlive the command.
+	DieWithParent bool
+	// Progress, if set, receives one line per step while starting.
+	Progress func(msg string)
+	// Timeout bounds start-up of each server. Default 90s.
+	Timeout time.Duration
+}
+
+// DefaultStateDir is ${XDG_STATE_HOME:-$HOME/.local/state}/cairn/sandbox.
+func DefaultStateDir() string {
+	st := os.Getenv("XDG_STATE_HOME")
+	if st == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		st = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(st, "cairn", "sandbox")
+}
+
+// state is what state.json records: enough for Down and Status to work from
+// another process.
+type state struct {
+	Version   int         `json:"version"`
+	Started   time.Time   `json:"started"`
+	Complete  bool        `json:"complete"` // Up finished
+	WantKube  bool        `json:"wantKube"`
+	WantSSH   bool        `json:"wantSSH"`
+	Procs     []procState `json:"procs"`
+	Net       *netState   `json:"net,omitempty"`
+	Kube      *KubeInfo   `json:"kube,omitempty"`
+	Inventory *Inventory  `json:"inventory,omitempty"`
+}
+
+const stateVersion = 1
+
+// KubeInfo tells where the cluster answers.
+type KubeInfo struct {
+	Server     string `json:"server"`     // https://127.0.0.1:PORT
+	Kubeconfig string `json:"kubeconfig"` // path of the admin kubeconfig
+	Context    string `json:"context"`    // ContextName
+	Token      string `json:"-"`          // admin bearer token (in the kubeconfig)
+	CAFile     string `json:"caFile"`     // CA of the serving certificate
+	EtcdURL    string `json:"etcdURL"`
+}
+
+// ContextName is the kubeconfig context (and cluster and user) of the sandbox.
+const ContextName = "cairn-sandbox"
+
+// Sandbox is a running sandbox. Its methods are safe for concurrent use.
+type Sandbox struct {
+	dir     string
+	opts    Options
+	spawner *spawner
+
+	mu       sync.Mutex
+	state    state
+	children map[int]*child
+}
+
+// Dir returns the state directory.
+func (sb *Sandbox) Dir() string { return sb.dir }
+
+// Kube returns where the cluster answers, or nil without one.
+func (sb *Sandbox) Kube() *KubeInfo {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.state.Kube
+}
+
+// Inventory returns the SSH hosts, or nil without them.
+func (sb *Sandbox) Inventory() *Inventory {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.state.Inventory
+}
+
+func (sb *Sandbox) path(elem ...string) string {
+	return filepath.Join(append([]string{sb.dir}, elem...)...)
+}
+
+func (sb *Sandbox) progress(format string, args ...any) {
+	if sb.opts.Progress != nil {
+		sb.opts.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+func (sb *Sandbox) saveState() error {
+	sb.mu.Lock()
+	b, err := json.MarshalIndent(sb.state, "", "  ")
+	sb.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(sb.path("state.json"), append(b, '\n'), 0o600)
+}
+
+// Up starts the sandbox described by opts and waits until every server
+// answers. If the state directory already holds a healthy sandbox with the
+// same components, Up returns it without starting anything; a broken or
+// half-started one is stopped and cleaned up first. If Up fails, it stops
+// whatever it had started.
+func Up(ctx context.Context, opts Options) (*Sandbox, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir()
+	}
+	if opts.BinDir == "" {
+		opts.BinDir = BinDir()
+	}
+	if opts.Hosts == nil {
+		opts.Hosts = DefaultHosts()
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 90 * time.Second
+	}
+	if opts.NoKube && opts.NoSSH {
+		return nil, errors.New("sandbox: nothing to start (both NoKube and NoSSH)")
+	}
+	dir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: state dir: %w", err)
+	}
+	opts.StateDir = dir
+
+	// Prerequisites first, so that a missing one is named before anything
+	// starts.
+	var pre prereqs
+	if pre, err = checkPrereqs(ctx, &opts); err != nil {
+		return nil, err
+	}
+
+	if old, err := Open(dir); err == nil {
+		st := old.Status(ctx)
+		if st.Healthy() && old.state.WantKube == !opts.NoKube && old.state.WantSSH == !opts.NoSSH {
+			old.opts.Progress = opts.Progress
+			old.progress("sandbox already running in %s", dir)
+			return old, nil
+		}
+		old.opts.Progress = opts.Progress
+		old.progress("cleaning up a previous sandbox in %s (%s)", dir, st.Summary())
+		if err := old.Down(ctx); err != nil {
+			return nil, fmt.Errorf("sandbox: clean up previous sandbox in %s: %w", dir, err)
+		}
+	} else if !errors.Is(err, ErrNotRunning) {
+		return nil, err
+	}
+
+	sb := &Sandbox{dir: dir, opts: opts, children: map[int]*child{}}
+	for _, d := range []string{"logs", "kube", "ssh", "hosts"} {
+		if err := os.MkdirAll(sb.path(d), 0o700); err != nil {
+			return nil, fmt.Errorf("sandbox: create state dir: %w", err)
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: state dir: %w", err)
+	}
+	if opts.DieWithParent {
+		sb.spawner = newSpawner()
+	}
+	sb.state = state{Version: stateVersion, Started: time.Now().UTC(), WantKube: !opts.NoKube, WantSSH: !opts.NoSSH}
+	if err := sb.saveState(); err != nil {
+		sb.stopSpawner()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+
+	start := time.Now()
+	err = sb.up(ctx, pre)
+	if err != nil {
+		sb.progress("start failed; cleaning up")
+		// Clean up even if ctx was cancelled, bounded by stopProc's own
+		// timeouts.
+		if derr := sb.Down(context.WithoutCancel(ctx)); derr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up: %w", derr))
+		}
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	sb.mu.Lock()
+	sb.state.Complete = true
+	sb.mu.Unlock()
+	if err := sb.saveState(); err != nil {
+		return nil, errors.Join(fmt.Errorf("sandbox: %w", err), sb.Down(context.WithoutCancel(ctx)))
+	}
+	sb.progress("sandbox ready in %.1fs (state in %s)", time.Since(start).Seconds(), dir)
+	return sb, nil
+}
+
+func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
+	if !sb.opts.NoKube {
+		if err := sb.startKube(ctx, pre.kube); err != nil {
+			return err
+		}
+	}
+	if !sb.opts.NoSSH {
+		if err := sb.startSSH(ctx, pre); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Open attaches to the sandbox recorded in dir (possibly started by another
+// process). It returns ErrNotRunning if dir holds none.
+func Open(dir string) (*Sandbox, error) {
+	if dir == "" {
+		dir = DefaultStateDir()
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w (no state in %s)", ErrNotRunning, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: read state: %w", err)
+	}
+	sb := &Sandbox{dir: dir, children: map[int]*child{}}
+	if err := json.Unmarshal(b, &sb.state); err != nil {
+		return nil, fmt.Errorf("sandbox: %s/state.json is corrupt (%v); remove the directory after stopping its processes by hand", dir, err)
+	}
+	if sb.state.Version != stateVersion {
+		return nil, fmt.Errorf("sandbox: %s/state.json has version %d, want %d", dir, sb.state.Version, stateVersion)
+	}
+	if sb.state.Kube != nil {
+		sb.state.Kube.Token, _ = readToken(sb.path("kube", "tokens.csv"))
+	}
+	return sb, nil
+}
+
+// Down stops every process of the sandbox (waiting for each to exit), removes
+// its network devices, then deletes the state directory. It is idempotent.
+func (sb *Sandbox) Down(ctx context.Context) error {
+	sb.mu.Lock()
+	procs := append([]procState(nil), sb.state.Procs...)
+	sb.mu.Unlock()
+	var errs []error
+	// Stop in reverse start order: hosts, controller manager, apiserver, etcd.
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		sb.progress("stopping %s (pid %d)", p.Name, p.PID)
+		if err := sb.stopProc(ctx, p, 10*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := sb.downNet(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	sb.stopSpawner()
+	if len(errs) > 0 {
+		// Keep the state so that a second Down can retry.
+		return errors.Join(errs...)
+	}
+	if err := os.RemoveAll(sb.dir); err != nil {
+		return fmt.Errorf("remove %s: %w", sb.dir, err)
+	}
+	sb.mu.Lock()
+	sb.state.Procs = nil
+	sb.state.Net = nil
+	sb.mu.Unlock()
+	return nil
+}
+
+func (sb *Sandbox) stopSpawner() {
+	sb.mu.Lock()
+	s := sb.spawner
+	sb.spawner = nil
+	sb.mu.Unlock()
+	if s != nil {
+		s.stop()
+	}
+}
+
+// Down stops the sandbox recorded in dir (DefaultStateDir if empty). It is
+// not an error if none runs.
+func Down(ctx context.Context, dir string) error {
+	sb, err := Open(dir)
+	if errors.Is(err, ErrNotRunning) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return sb.Down(ctx)
+}
+
+// Env returns environment variables ("KEY=value") that point tools at the
+// sandbox: KUBECONFIG, CAIRN_SANDBOX_INVENTORY, CAIRN_SANDBOX_SSH_CONFIG and
+// CAIRN_SANDBOX_DIR.
+func (sb *Sandbox) Env() []string {
+	env := []string{"CAIRN_SANDBOX_DIR=" + sb.dir}
+	if k := sb.Kube(); k != nil {
+		env = append(env, "KUBECONFIG="+k.Kubeconfig)
+	}
+	if inv := sb.Inventory(); inv != nil {
+		env = append(env, "CAIRN_SANDBOX_INVENTORY="+sb.path("inventory.json"), "CAIRN_SANDBOX_SSH_CONFIG="+inv.SSHConfig)
+	}
+	return env
+}
+
+// writeFileAtomic writes b to path through a temporary file and rename.
+func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, perm); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,338 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Inventory lists the SSH hosts; it is written to inventory.json in the state
+// directory for the executor and the bundled runbooks' parameters.
+type Inventory struct {
+	Version      int                 `json:"version"`
+	Mode         Network             `json:"mode"`         // netns or loopback
+	User         string              `json:"user"`         // login user on every host
+	IdentityFile string              `json:"identityFile"` // client private key (ed25519)
+	KnownHosts   string              `json:"knownHosts"`   // known_hosts with every host key
+	SSHConfig    string              `json:"sshConfig"`    // ssh_config: `ssh -F FILE cp0`
+	Kubeconfig   string              `json:"kubeconfig,omitempty"`
+	KubeContext  string              `json:"kubeContext,omitempty"`
+	Hosts        []Host              `json:"hosts"`
+	Groups       map[string][]string `json:"groups"` // group name -> host names
+}
+
+// Host is one SSH host.
+type Host struct {
+	Name    string   `json:"name"`    // also its hostname
+	Address string   `json:"address"` // IP address to dial
+	Port    int      `json:"port"`    // TCP port
+	Groups  []string `json:"groups"`  // e.g. control-plane
+	HostKey string   `json:"hostKey"` // authorized_keys form of its host key
+	KnownAs string   `json:"knownAs"` // its known_hosts pattern
+	hostDir string
+	keyPath string
+}
+
+// Host returns the host named name.
+func (inv *Inventory) Host(name string) (Host, bool) {
+	for _, h := range inv.Hosts {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return Host{}, false
+}
+
+// Addr is host:port for dialling.
+func (h Host) Addr() string { return net.JoinHostPort(h.Address, strconv.Itoa(h.Port)) }
+
+// hostState records one host's runtime facts for Down.
+type hostState struct {
+	Name  string `json:"name"`
+	PID   int    `json:"pid"`
+	NetNS string `json:"netns,omitempty"` // "net:[inode]" of its namespace
+	Veth  string `json:"veth,omitempty"`  // host side of its veth pair
+}
+
+// startSSH generates keys, starts one sshd per host and writes known_hosts,
+// ssh_config and inventory.json.
+func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
+	u, err := user.Current()
+	if err != nil {
+		return fmt.Errorf("ssh: current user: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		// sshd as root insists on its privilege separation directory, which
+		// Debian's service unit creates; the sandbox runs no service.
+		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+			return fmt.Errorf("ssh: create /run/sshd (sshd's privilege separation directory): %w", err)
+		}
+	}
+	sshDir := sb.path("ssh")
+	sb.progress("ssh: generating client key and %d host keys", len(sb.opts.Hosts))
+	clientPub, err := writeED25519(filepath.Join(sshDir, "id_ed25519"), "cairn-sandbox-client")
+	if err != nil {
+		return fmt.Errorf("ssh: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(sshDir, "authorized_keys"), ssh.MarshalAuthorizedKey(clientPub), 0o600); err != nil {
+		return fmt.Errorf("ssh: %w", err)
+	}
+
+	inv := &Inventory{
+		Version:      1,
+		Mode:         pre.network,
+		User:         u.Username,
+		IdentityFile: filepath.Join(sshDir, "id_ed25519"),
+		KnownHosts:   filepath.Join(sshDir, "known_hosts"),
+		SSHConfig:    filepath.Join(sshDir, "config"),
+		Groups:       map[string][]string{},
+	}
+	if k := sb.Kube(); k != nil {
+		inv.Kubeconfig, inv.KubeContext = k.Kubeconfig, k.Context
+	}
+
+	var ns *netState
+	if pre.network == NetworkNamespaces {
+		sb.progress("ssh: creating bridge for %d hosts", len(sb.opts.Hosts))
+		if ns, err = sb.upBridge(ctx, pre); err != nil {
+			return fmt.Errorf("ssh: %w", err)
+		}
+	}
+
+	for i, spec := range sb.opts.Hosts {
+		if err := validHostName(spec.Name); err != nil {
+			return fmt.Errorf("ssh: %w", err)
+		}
+		h := Host{Name: spec.Name, Groups: spec.Groups, hostDir: sb.path("hosts", spec.Name)}
+		if err := os.MkdirAll(h.hostDir, 0o700); err != nil {
+			return err
+		}
+		h.keyPath = filepath.Join(h.hostDir, "ssh_host_ed25519_key")
+		hostPub, err := writeED25519(h.keyPath, "cairn-sandbox-"+spec.Name)
+		if err != nil {
+			return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
+		}
+		h.HostKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub)))
+		if ns != nil {
+			h.Address, h.Port = ns.hostIP(i), 22
+			h.KnownAs = h.Name + "," + h.Address
+		} else {
+			if h.Port, err = freePort(); err != nil {
+				return err
+			}
+			h.Address = "127.0.0.1"
+			h.KnownAs = fmt.Sprintf("[%s]:%d", h.Address, h.Port)
+		}
+		listen := net.JoinHostPort(map[bool]string{true: "0.0.0.0", false: h.Address}[ns != nil], strconv.Itoa(h.Port))
+		cfg := sshdConfig(listen, h.keyPath, filepath.Join(sshDir, "authorized_keys"), u.Username)
+		cfgPath := filepath.Join(h.hostDir, "sshd_config")
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+			return err
+		}
+		if err := sb.startHost(ctx, pre, ns, i, h, cfgPath); err != nil {
+			return fmt.Errorf("ssh: host %s: %w", h.Name, err)
+		}
+		inv.Hosts = append(inv.Hosts, h)
+		for _, g := range h.Groups {
+			inv.Groups[g] = append(inv.Groups[g], h.Name)
+		}
+	}
+
+	// Wait for every banner, bounded.
+	for _, h := range inv.Hosts {
+		if err := sb.waitSSH(ctx, h); err != nil {
+			return fmt.Errorf("ssh: %w", err)
+		}
+	}
+
+	if err := writeKnownHosts(inv); err != nil {
+		return fmt.Errorf("ssh: %w", err)
+	}
+	if err := writeSSHConfig(inv); err != nil {
+		return fmt.Errorf("ssh: %w", err)
+	}
+	b, err := json.MarshalIndent(inv, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(sb.path("inventory.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("ssh: write inventory: %w", err)
+	}
+	sb.mu.Lock()
+	sb.state.Inventory = inv
+	sb.mu.Unlock()
+	if err := sb.saveState(); err != nil {
+		return err
+	}
+	for _, h := range inv.Hosts {
+		sb.progress("ssh: host %-4s %s (groups %s)", h.Name, h.Addr(), strings.Join(h.Groups, ","))
+	}
+	sb.progress("ssh: inventory %s; try: ssh -F %s %s hostname", sb.path("inventory.json"), inv.SSHConfig, inv.Hosts[0].Name)
+	return nil
+}
+
+// startHost starts sshd for h: in netns mode inside a fresh network and UTS
+// namespace (made by unshare, so it vanishes with the process and leaves no
+// mount behind) wired to the bridge by a veth pair; in loopback mode on
+// 127.0.0.1:port, in its own UTS namespace when root.
+func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i int, h Host, cfgPath string) error {
+	sshd := []string{pre.sshd, "-D", "-e", "-f", cfgPath}
+	// Set the hostname inside the new UTS namespace, then become sshd.
+	setHost := []string{"/bin/sh", "-c", `echo "$0" > /proc/sys/kernel/hostname && exec "$@"`, h.Name}
+	var argv []string
+	switch {
+	case ns != nil:
+		argv = append(append([]string{pre.unshare, "--net", "--uts", "--"}, setHost...), sshd...)
+	case pre.unshare != "" && os.Geteuid() == 0:
+		argv = append(append([]string{pre.unshare, "--uts", "--"}, setHost...), sshd...)
+	default:
+		argv = sshd
+	}
+	sb.progress("ssh: starting sshd for %s", h.Name)
+	c, err := sb.spawn("sshd-"+h.Name, argv, serverEnv())
+	if err != nil {
+		return err
+	}
+	pid := c.cmd.Process.Pid
+	hs := hostState{Name: h.Name, PID: pid}
+	if ns != nil {
+		// Wait until unshare has moved the process into its namespace.
+		self, _ := os.Readlink("/proc/self/ns/net")
+		var nsLink string
+		if !waitFor(ctx, 5*time.Second, func() bool {
+			nsLink, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+			return nsLink != "" && nsLink != self || c.exited()
+		}) || c.exited() {
+			log := sb.path("logs", "sshd-"+h.Name+".log")
+			return fmt.Errorf("sshd (pid %d) did not enter a new network namespace; log %s:\n%s", pid, log, logTail(log, 10))
+		}
+		hs.NetNS = nsLink
+		hs.Veth = ns.vethName(i)
+		sb.mu.Lock()
+		sb.state.Net.Hosts = append(sb.state.Net.Hosts, hs)
+		sb.mu.Unlock()
+		if err := sb.saveState(); err != nil {
+			return err
+		}
+		if err := ns.plumb(ctx, pre, i, pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (sb *Sandbox) waitSSH(ctx context.Context, h Host) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var last error
+	if waitFor(ctx, 15*time.Second, func() bool {
+		last = probeSSH(ctx, h.Address, h.Port, time.Second)
+		return last == nil
+	}) {
+		return nil
+	}
+	log := sb.path("logs", "sshd-"+h.Name+".log")
+	return fmt.Errorf("host %s (%s) not answering after 15s (%v); log %s:\n%s", h.Name, h.Addr(), last, log, logTail(log, 10))
+}
+
+func validHostName(n string) error {
+	if n == "" || len(n) > 32 {
+		return fmt.Errorf("host name %q: want 1-32 characters", n)
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return fmt.Errorf("host name %q: use only a-z, 0-9 and -", n)
+		}
+	}
+	return nil
+}
+
+// sshdConfig is a minimal, key-only sshd configuration.
+func sshdConfig(listen, hostKey, authKeys, user string) string {
+	return fmt.Sprintf(`# Written by cairn sandbox. Key-only, one user, SFTP.
+ListenAddress %s
+HostKey %s
+PidFile none
+AuthorizedKeysFile %s
+AllowUsers %s
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+PrintLastLog no
+X11Forwarding no
+AllowTcpForwarding yes
+LogLevel INFO
+Subsystem sftp internal-sftp
+`, listen, hostKey, authKeys, user)
+}
+
+// writeED25519 writes a new ed25519 key pair as path (OpenSSH private key,
+// 0600) and path.pub, and returns the public key.
+func writeED25519(path, comment string) (ssh.PublicKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
+		return nil, err
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " " + comment + "\n"
+	if err := os.WriteFile(path+".pub", []byte(line), 0o644); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+func writeKnownHosts(inv *Inventory) error {
+	var b strings.Builder
+	for _, h := range inv.Hosts {
+		fmt.Fprintf(&b, "%s %s\n", h.KnownAs, h.HostKey)
+	}
+	return os.WriteFile(inv.KnownHosts, []byte(b.String()), 0o644)
+}
+
+func writeSSHConfig(inv *Inventory) error {
+	var b strings.Builder
+	b.WriteString("# Written by cairn sandbox. Use: ssh -F " + inv.SSHConfig + " HOST\n")
+	for _, h := range inv.Hosts {
+		fmt.Fprintf(&b, `Host %s
+  HostName %s
+  Port %d
+  User %s
+  IdentityFile %s
+  IdentitiesOnly yes
+  UserKnownHostsFile %s
+  GlobalKnownHostsFile /dev/null
+  StrictHostKeyChecking yes
+`, h.Name, h.Address, h.Port, inv.User, inv.IdentityFile, inv.KnownHosts)
+	}
+	return os.WriteFile(inv.SSHConfig, []byte(b.String()), 0o644)
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

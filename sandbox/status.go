@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Status describes a sandbox as found now.
+type Status struct {
+	Dir       string
+	Complete  bool // Up finished
+	Started   time.Time
+	Procs     []ProcStatus
+	Kube      *KubeInfo // nil without a cluster
+	KubeReady bool      // /readyz answered ok
+	Inventory *Inventory
+	Hosts     []HostStatus
+	Problems  []string
+}
+
+// ProcStatus is one server process.
+type ProcStatus struct {
+	Name  string
+	PID   int
+	Alive bool
+	Log   string
+}
+
+// HostStatus is one SSH host.
+type HostStatus struct {
+	Name    string
+	Address string
+	Port    int
+	Up      bool // answered with an SSH banner
+}
+
+// Healthy reports whether Up finished and every part answers.
+func (s Status) Healthy() bool { return s.Complete && len(s.Problems) == 0 }
+
+// Summary is a one-line description.
+func (s Status) Summary() string {
+	if s.Healthy() {
+		return "healthy"
+	}
+	if len(s.Problems) == 0 {
+		return "incomplete"
+	}
+	return strings.Join(s.Problems, "; ")
+}
+
+// Status checks every process and server of the sandbox, each probe bounded
+// by a couple of seconds.
+func (sb *Sandbox) Status(ctx context.Context) Status {
+	sb.mu.Lock()
+	st := sb.state
+	sb.mu.Unlock()
+	s := Status{Dir: sb.dir, Complete: st.Complete, Started: st.Started, Kube: st.Kube, Inventory: st.Inventory}
+	if !st.Complete {
+		s.Problems = append(s.Problems, "start-up did not finish")
+	}
+	for _, p := range st.Procs {
+		alive := procAlive(p)
+		s.Procs = append(s.Procs, ProcStatus{Name: p.Name, PID: p.PID, Alive: alive, Log: p.Log})
+		if !alive {
+			s.Problems = append(s.Problems, fmt.Sprintf("%s (pid %d) is not running; see %s", p.Name, p.PID, p.Log))
+		}
+	}
+	if st.Kube != nil {
+		if err := probeReadyz(ctx, st.Kube); err != nil {
+			s.Problems = append(s.Problems, "kube-apiserver: "+err.Error())
+		} else {
+			s.KubeReady = true
+		}
+	} else if st.WantKube && st.Complete {
+		s.Problems = append(s.Problems, "cluster missing from state")
+	}
+	if st.Inventory != nil {
+		for _, h := range st.Inventory.Hosts {
+			err := probeSSH(ctx, h.Address, h.Port, 2*time.Second)
+			s.Hosts = append(s.Hosts, HostStatus{Name: h.Name, Address: h.Address, Port: h.Port, Up: err == nil})
+			if err != nil {
+				s.Problems = append(s.Problems, "host "+h.Name+": "+err.Error())
+			}
+		}
+	}
+	return s
+}
+
+// Status reports on the sandbox recorded in dir (DefaultStateDir if empty).
+func StatusOf(ctx context.Context, dir string) (Status, error) {
+	sb, err := Open(dir)
+	if err != nil {
+		return Status{}, err
+	}
+	return sb.Status(ctx), nil
+}
+
+// kubeHTTPClient trusts only the sandbox CA.
+func kubeHTTPClient(k *KubeInfo, timeout time.Duration) (*http.Client, error) {
+	pem, err := os.ReadFile(k.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", k.CAFile)
+	}
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			Proxy:             nil, // loopback only, never through a proxy
+			DisableKeepAlives: true,
+		},
+	}, nil
+}
+
+// kubeGet GETs path from the apiserver as the admin and returns status and body.
+func kubeGet(ctx context.Context, k *KubeInfo, path string) (int, string, error) {
+	c, err := kubeHTTPClient(k, 3*time.Second)
+	if err != nil {
+		return 0, "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.Server+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if k.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+k.Token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	r := bufio.NewReader(resp.Body)
+	buf := make([]byte, 4096)
+	n, _ := r.Read(buf)
+	sb.Write(buf[:n])
+	return resp.StatusCode, sb.String(), nil
+}
+
+func probeReadyz(ctx context.Context, k *KubeInfo) error {
+	code, body, err := kubeGet(ctx, k, "/readyz")
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("/readyz: %d %s", code, strings.TrimSpace(body))
+	}
+	return nil
+}
+
+// probeSSH dials addr:port and reads an SSH banner.
+func probeSSH(ctx context.Context, addr string, port int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("read banner: %w", err)
+	}
+	if !strings.HasPrefix(line, "SSH-") {
+		return fmt.Errorf("not an SSH server: %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// freePort asks the kernel for a free TCP port on 127.0.0.1. Another process
+// may take it before the server binds it; starting servers check for that.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pick a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

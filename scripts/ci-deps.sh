@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# ci-deps.sh installs the Debian packages that the sandbox and its tests use:
+# openssh-server (sshd for the SSH hosts), openssh-client (ssh, ssh-keygen),
+# iproute2 (ip: network namespaces, bridge, veth), util-linux (unshare,
+# nsenter, flock), chromium (headless page tests) and shellcheck (script lint).
+# It is idempotent: packages already installed are left alone, and apt-get runs
+# only when something is missing. Run as root (CI runs as root).
+set -euo pipefail
+
+want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates)
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "ci-deps: all present (${want[*]})"
+  exit 0
+fi
+
+if [[ $(id -u) != 0 ]]; then
+  echo "ci-deps: missing ${missing[*]}; run as root: apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "ci-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# --no-install-recommends keeps chromium's install small; sshd is never started
+# as a service here (policy-rc.d is not needed: the package's service start
+# fails harmlessly without systemd, and the sandbox runs its own sshd).
+apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "ci-deps: installed ${missing[*]}"
