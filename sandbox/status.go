@@ -85,7 +85,14 @@ func (sb *Sandbox) Status(ctx context.Context) Status {
 	}
 	if st.Inventory != nil {
 		for _, h := range st.Inventory.Hosts {
-			err := probeSSH(ctx, h.Address, h.Port, 2*time.Second)
+			var err error
+			if st.Inventory.Mode == NetworkNamespaces && !onLocalBridge(h.Address) {
+				// Never dial 10.200.N.x without its bridge: the packet would
+				// leave by the default route.
+				err = fmt.Errorf("bridge for %s is gone", h.Address)
+			} else {
+				err = probeSSH(ctx, h.Address, h.Port, 2*time.Second)
+			}
 			s.Hosts = append(s.Hosts, HostStatus{Name: h.Name, Address: h.Address, Port: h.Port, Up: err == nil})
 			if err != nil {
 				s.Problems = append(s.Problems, "host "+h.Name+": "+err.Error())

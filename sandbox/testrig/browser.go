@@ -1,0 +1,69 @@
+package testrig
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cairn-dev/cairn/sandbox"
+)
+
+// chromiumFlags are the flags Chromium runs with here: headless, as root
+// (--no-sandbox), and with every background connection off, since this
+// machine's network is closed.
+var chromiumFlags = []string{
+	"headless", "no-sandbox", "disable-gpu", "disable-quic", "no-first-run",
+	"disable-background-networking", "disable-component-update", "disable-sync",
+}
+
+// Browser starts a headless Chromium with a fresh profile for t and returns
+// a chromedp context for it; the browser stops at t's cleanup. Values come
+// back from chromedp.Run:
+//
+//	ctx := testrig.Browser(t)
+//	err := chromedp.Do(ctx, chromedp.Navigate(url))
+//	title, err := chromedp.Run(ctx, chromedp.Title())
+func Browser(t testing.TB) context.Context {
+	t.Helper()
+	path := ""
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		unavailable(t, "headless Chromium", &sandbox.MissingError{Name: "chromium", Where: "PATH", Install: "apt-get install -y chromium"})
+	}
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir())}
+	for _, f := range chromiumFlags {
+		opts = append(opts, chromedp.Flag(f, true))
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc() // waits for the browser process to exit
+	})
+	// Start the browser now, so that a failure is reported here. The first
+	// run on ctx owns the browser: a context derived with a timeout would
+	// close it when it expires, so the bound is a timer instead.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	select {
+	case err := <-started:
+		if err != nil {
+			unavailable(t, "headless Chromium ("+path+")", err)
+		}
+	case <-timer.C:
+		cancel()
+		<-started
+		t.Fatalf("testrig: headless Chromium (%s) did not start in 30s", path)
+	}
+	return ctx
+}
