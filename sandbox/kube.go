@@ -60,14 +60,11 @@ func (sb *Sandbox) startKube(ctx context.Context, bins kubeBins) error {
 	// etcd.
 	var etcdURL string
 	if err := retryPorts(func() error {
-		cport, err := freePort()
+		ports, err := freePorts(2)
 		if err != nil {
 			return err
 		}
-		pport, err := freePort()
-		if err != nil {
-			return err
-		}
+		cport, pport := ports[0], ports[1]
 		etcdURL = "http://127.0.0.1:" + strconv.Itoa(cport)
 		peer := "http://127.0.0.1:" + strconv.Itoa(pport)
 		sb.progress("kube: starting etcd %s on %s", EtcdVersion, etcdURL)

@@ -105,6 +105,12 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 	}
 
 	var ns *netState
+	var ports []int
+	if pre.network == NetworkLoopback {
+		if ports, err = freePorts(len(sb.opts.Hosts)); err != nil {
+			return fmt.Errorf("ssh: %w", err)
+		}
+	}
 	if pre.network == NetworkNamespaces {
 		sb.progress("ssh: creating bridge for %d hosts", len(sb.opts.Hosts))
 		if ns, err = sb.upBridge(ctx, pre); err != nil {
@@ -130,10 +136,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 			h.Address, h.Port = ns.hostIP(i), 22
 			h.KnownAs = h.Name + "," + h.Address
 		} else {
-			if h.Port, err = freePort(); err != nil {
-				return err
-			}
-			h.Address = "127.0.0.1"
+			h.Address, h.Port = "127.0.0.1", ports[i]
 			h.KnownAs = fmt.Sprintf("[%s]:%d", h.Address, h.Port)
 		}
 		listen := net.JoinHostPort(map[bool]string{true: "0.0.0.0", false: h.Address}[ns != nil], strconv.Itoa(h.Port))
@@ -151,9 +154,18 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		}
 	}
 
-	// Wait for every banner, bounded.
+	// Wait until every host completes a handshake with its own host key and
+	// accepts the client key, bounded.
+	keyPEM, err := os.ReadFile(inv.IdentityFile)
+	if err != nil {
+		return err
+	}
+	signer, err := ssh.ParsePrivateKey(keyPEM)
+	if err != nil {
+		return err
+	}
 	for _, h := range inv.Hosts {
-		if err := sb.waitSSH(ctx, h); err != nil {
+		if err := sb.waitSSH(ctx, h, inv.User, signer); err != nil {
 			return fmt.Errorf("ssh: %w", err)
 		}
 	}
@@ -234,12 +246,26 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 	return nil
 }
 
-func (sb *Sandbox) waitSSH(ctx context.Context, h Host) error {
+func (sb *Sandbox) waitSSH(ctx context.Context, h Host, user string, signer ssh.Signer) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey))
+	if err != nil {
+		return err
+	}
+	cfg := &ssh.ClientConfig{
+		User:            user,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(hostKey),
+		Timeout:         2 * time.Second,
+	}
 	var last error
 	if waitFor(ctx, 15*time.Second, func() bool {
-		last = probeSSH(ctx, h.Address, h.Port, time.Second)
+		var c *ssh.Client
+		c, last = ssh.Dial("tcp", h.Addr(), cfg)
+		if last == nil {
+			c.Close()
+		}
 		return last == nil
 	}) {
 		return nil

@@ -191,6 +191,27 @@ func probeSSH(ctx context.Context, addr string, port int, timeout time.Duration)
 	return nil
 }
 
+// freePorts returns n distinct free ports on 127.0.0.1, holding all n
+// listeners open until every port is known.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
 // freePort asks the kernel for a free TCP port on 127.0.0.1. Another process
 // may take it before the server binds it; starting servers check for that.
 func freePort() (int, error) {

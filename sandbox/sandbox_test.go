@@ -1,0 +1,296 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/sandbox"
+)
+
+// These tests start sandboxes of their own (not testrig's shared ones), to
+// check start-up, idempotence, clean-up and teardown.
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// up starts a sandbox in a temporary state dir and stops it at cleanup. A
+// missing prerequisite skips the test, except under CI=true.
+func up(t *testing.T, opts sandbox.Options) *sandbox.Sandbox {
+	t.Helper()
+	if opts.StateDir == "" {
+		opts.StateDir = t.TempDir() + "/sb"
+	}
+	opts.DieWithParent = true
+	opts.Progress = func(msg string) { t.Log(msg) }
+	sb, err := sandbox.Up(ctxT(t, 3*time.Minute), opts)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrMissing) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Down(context.Background()); err != nil {
+			t.Errorf("down: %v", err)
+		}
+	})
+	return sb
+}
+
+func TestMissingBinariesAreNamed(t *testing.T) {
+	dir := t.TempDir()
+	_, err := sandbox.Up(ctxT(t, time.Minute), sandbox.Options{StateDir: dir + "/sb", BinDir: dir, NoSSH: true})
+	if !errors.Is(err, sandbox.ErrMissing) {
+		t.Fatalf("want ErrMissing, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "scripts/sandbox-bins.sh") || !strings.Contains(err.Error(), "etcd") {
+		t.Errorf("error does not say how to fix: %v", err)
+	}
+	if _, serr := os.Stat(dir + "/sb"); serr == nil {
+		t.Error("state dir created although nothing could start")
+	}
+}
+
+func TestDownWithoutSandboxIsNoop(t *testing.T) {
+	if err := sandbox.Down(ctxT(t, 10*time.Second), t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sandbox.Open(t.TempDir()); !errors.Is(err, sandbox.ErrNotRunning) {
+		t.Fatalf("Open of an empty dir: %v", err)
+	}
+}
+
+func pids(sb *sandbox.Sandbox) []int {
+	var p []int
+	for _, ps := range sb.Status(context.Background()).Procs {
+		p = append(p, ps.PID)
+	}
+	return p
+}
+
+func TestUpIsIdempotent(t *testing.T) {
+	sb := up(t, sandbox.Options{NoKube: true, Hosts: []sandbox.HostSpec{{Name: "a0"}}})
+	again, err := sandbox.Up(ctxT(t, time.Minute), sandbox.Options{StateDir: sb.Dir(), NoKube: true, Hosts: []sandbox.HostSpec{{Name: "a0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := pids(sb), pids(again); len(a) != 1 || len(b) != 1 || a[0] != b[0] {
+		t.Errorf("second Up restarted: pids %v then %v", a, b)
+	}
+	// Down is idempotent too.
+	if err := sandbox.Down(ctxT(t, time.Minute), sb.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sandbox.Down(ctxT(t, time.Minute), sb.Dir()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBrokenSandboxIsCleanedUpByUp(t *testing.T) {
+	opts := sandbox.Options{NoKube: true, Hosts: []sandbox.HostSpec{{Name: "b0"}, {Name: "b1"}}}
+	sb := up(t, opts)
+	old := pids(sb)
+	// Kill one host behind the sandbox's back.
+	if err := syscall.Kill(old[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, old[0])
+	if st := sb.Status(ctxT(t, 10*time.Second)); st.Healthy() {
+		t.Fatal("status healthy with a dead host")
+	}
+	opts.StateDir = sb.Dir()
+	sb2 := up(t, opts)
+	if !sb2.Status(ctxT(t, 10*time.Second)).Healthy() {
+		t.Fatal("not healthy after Up")
+	}
+	for _, p := range old {
+		if alive(p) {
+			t.Errorf("old process %d still alive", p)
+		}
+	}
+}
+
+func TestLoopbackMode(t *testing.T) {
+	sb := up(t, sandbox.Options{NoKube: true, Network: sandbox.NetworkLoopback, Hosts: []sandbox.HostSpec{{Name: "l0"}, {Name: "l1"}}})
+	inv := sb.Inventory()
+	if inv.Mode != sandbox.NetworkLoopback {
+		t.Fatalf("mode %q", inv.Mode)
+	}
+	kh, err := os.ReadFile(inv.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range inv.Hosts {
+		if h.Address != "127.0.0.1" || !strings.Contains(string(kh), "[127.0.0.1]:"+strconv.Itoa(h.Port)+" ") {
+			t.Errorf("host %+v not in known_hosts as [127.0.0.1]:port:\n%s", h, kh)
+		}
+		c, err := inv.Dial(ctxT(t, 10*time.Second), h.Name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Output("hostname")
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if os.Geteuid() == 0 && strings.TrimSpace(string(out)) != h.Name {
+			t.Errorf("host %s says hostname %q", h.Name, out)
+		}
+	}
+}
+
+// TestTeardownLeavesNothing starts everything, leaves an SSH session running
+// on a host, and checks that Down leaves no process, namespace, link, mount
+// or state behind.
+func TestTeardownLeavesNothing(t *testing.T) {
+	dir := t.TempDir() + "/sb"
+	sb, err := sandbox.Up(ctxT(t, 3*time.Minute), sandbox.Options{StateDir: dir, DieWithParent: true, Progress: func(m string) { t.Log(m) }})
+	if err != nil {
+		if errors.Is(err, sandbox.ErrMissing) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	inv := sb.Inventory()
+	st := sb.Status(ctxT(t, 10*time.Second))
+	if !st.Healthy() {
+		t.Fatalf("not healthy: %s", st.Summary())
+	}
+	procs := pids(sb)
+	if len(procs) != 3+len(inv.Hosts) {
+		t.Errorf("%d processes, want %d", len(procs), 3+len(inv.Hosts))
+	}
+
+	// Namespaces of the hosts, and a session that would outlive sshd.
+	nsLinks := map[string]bool{}
+	for _, p := range procs {
+		if l, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/net"); err == nil {
+			nsLinks[l] = true
+		}
+	}
+	c, err := inv.Dial(ctxT(t, 10*time.Second), inv.Hosts[0].Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("sleep 600"); err != nil {
+		t.Fatal(err)
+	}
+	links := cairnLinks(t)
+	if inv.Mode == sandbox.NetworkNamespaces && len(links) == 0 {
+		t.Error("no cairn links while up")
+	}
+
+	if err := sb.Down(ctxT(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, p := range procs {
+		if alive(p) {
+			t.Errorf("process %d still alive after Down", p)
+		}
+	}
+	self, _ := os.Readlink("/proc/self/ns/net")
+	delete(nsLinks, self)
+	if left := procsInNamespaces(nsLinks); len(left) > 0 {
+		t.Errorf("processes left in the hosts' namespaces: %v", left)
+	}
+	now := map[string]bool{}
+	for _, l := range cairnLinks(t) {
+		now[l] = true
+	}
+	for _, l := range links {
+		if now[l] {
+			t.Errorf("link %s left behind", l)
+		}
+	}
+	if m, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(m), dir) {
+		t.Errorf("mount under %s left behind", dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("state dir %s left behind (%v)", dir, err)
+	}
+	if k := st.Kube; k != nil {
+		// The apiserver's port is closed.
+		if conn, err := net.DialTimeout("tcp", strings.TrimPrefix(k.Server, "https://"), time.Second); err == nil {
+			conn.Close()
+			t.Errorf("apiserver %s still accepts connections", k.Server)
+		}
+	}
+}
+
+func cairnLinks(t *testing.T) []string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, i := range ifs {
+		if strings.HasPrefix(i.Name, "cairn") {
+			out = append(out, i.Name)
+		}
+	}
+	return out
+}
+
+func procsInNamespaces(links map[string]bool) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err == nil && links[l] && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs and is not a zombie.
+func alive(pid int) bool {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "State:"); ok {
+			s := strings.TrimSpace(rest)
+			return !strings.HasPrefix(s, "Z") && !strings.HasPrefix(s, "X")
+		}
+	}
+	return false
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d did not exit", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
