@@ -1,0 +1,778 @@
+package runbook
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	gast "github.com/yuin/goldmark/ast"
+
+	rbast "github.com/cairn-dev/cairn/runbook/ast"
+)
+
+// Defaults for executable blocks.
+const (
+	DefaultTimeout  = 5 * time.Minute
+	DefaultInterval = 5 * time.Second
+)
+
+// keyUse says where a block attribute may appear.
+type keyUse struct {
+	repeat  bool
+	targets []Target // nil: any executable block
+	roles   []Role   // nil: RoleExec
+}
+
+var (
+	anyRole    = []Role{RoleDisplay, RoleExec, RoleExpected, RoleOutput}
+	outputRole = []Role{RoleOutput}
+	blockKeys  = map[string]keyUse{
+		"id": {roles: anyRole}, "title": {roles: anyRole}, "linenos": {roles: anyRole},
+		"target": {}, "timeout": {}, "confirm": {}, "when": {}, "retries": {}, "interval": {},
+		"concurrent":          {},
+		"expect.exit":         {},
+		"expect.contains":     {repeat: true},
+		"expect.not-contains": {repeat: true},
+		"expect.match":        {repeat: true},
+		"expect.jsonpath":     {repeat: true, targets: []Target{TargetKube}},
+		"expect.count":        {targets: []Target{TargetKube}},
+		"secret":              {},
+		"redact":              {repeat: true},
+		"hosts":               {targets: []Target{TargetSSH}},
+		"parallel":            {targets: []Target{TargetSSH}},
+		"sudo":                {targets: []Target{TargetSSH}},
+		"from":                {targets: []Target{TargetSSH}},
+		"action":              {targets: []Target{TargetSSH, TargetKube}},
+		"kind":                {targets: []Target{TargetKube}},
+		"name":                {targets: []Target{TargetKube}},
+		"namespace":           {targets: []Target{TargetKube}},
+		"selector":            {targets: []Target{TargetKube}},
+		"field-selector":      {targets: []Target{TargetKube}},
+		"jsonpath":            {targets: []Target{TargetKube}},
+		"patch-type":          {targets: []Target{TargetKube}},
+		"replicas":            {targets: []Target{TargetKube}},
+		"for":                 {targets: []Target{TargetKube}},
+		"all":                 {targets: []Target{TargetKube}},
+		"expected":            {roles: []Role{RoleExpected}},
+		"match":               {roles: []Role{RoleExpected}},
+		"output":              {roles: outputRole},
+		"status":              {roles: outputRole}, "at": {roles: outputRole}, "host": {roles: outputRole},
+		"context": {roles: outputRole}, "exit": {roles: outputRole}, "duration": {roles: outputRole},
+	}
+	shellLangs  = []string{"bash", "sh", "shell"}
+	kubeActions = []string{"apply", "get", "patch", "delete", "scale", "wait"}
+)
+
+func knownKeys() []string {
+	keys := make([]string, 0, len(blockKeys)+1)
+	for k := range blockKeys {
+		keys = append(keys, k)
+	}
+	keys = append(keys, "capture.NAME")
+	sort.Strings(keys)
+	return keys
+}
+
+func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeBlock {
+	body := p.rb.Body
+	b := &Block{Index: len(p.rb.Blocks), Step: p.step, Pos: p.at(n.Pos())}
+	b.Expect.Count = -1
+	start, end := fenceSpan(n, body)
+	b.Span = [2]int{p.bodyOff + start, p.bodyOff + end}
+	var content strings.Builder
+	for i := 0; i < n.Lines().Len(); i++ {
+		seg := n.Lines().At(i)
+		content.Write(seg.Value(body))
+	}
+	b.Content = content.String()
+	if n.Lines().Len() > 0 {
+		b.BodyPos = p.at(n.Lines().At(0).Start)
+	} else {
+		b.BodyPos = Pos{Line: b.Pos.Line + 1, Col: 1}
+	}
+	node := &rbast.CodeBlock{Index: b.Index}
+	node.SetPos(n.Pos())
+	node.SetLines(n.Lines())
+	p.rb.Blocks = append(p.rb.Blocks, b)
+
+	infoOff := -1
+	if n.Info != nil {
+		b.Info = string(n.Info.Segment.Value(body))
+		infoOff = n.Info.Segment.Start
+	}
+	sum := sha256.Sum256([]byte(b.Info + "\n" + b.Content))
+	b.Hash = hex.EncodeToString(sum[:])
+
+	info := b.Info
+	lang, rest := info, ""
+	if i := strings.IndexAny(info, " \t{"); i >= 0 {
+		lang, rest = info[:i], info[i:]
+	}
+	b.Lang = strings.ToLower(lang)
+	restOff := infoOff + len(lang)
+	trimmed := strings.TrimLeft(rest, " \t")
+	restOff += len(rest) - len(trimmed)
+	var attrs []Attr
+	if trimmed != "" {
+		if trimmed[0] != '{' {
+			p.errf(p.at(restOff), "unexpected %q after the language; put block attributes in {...}", trimmed)
+		} else if a, err := p.parseAttrList(trimmed, restOff); err == nil {
+			attrs = a
+		}
+	}
+	p.blockAttrs(b, attrs, restOff, ctx)
+	return node
+}
+
+func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
+	pos := func(a Attr) Pos { return p.at(off + a.Off) }
+	// Role first: it decides which keys are allowed.
+	for _, a := range attrs {
+		switch a.Key {
+		case "target":
+			b.Role = RoleExec
+		case "expected":
+			if b.Role == RoleDisplay {
+				b.Role = RoleExpected
+			}
+		case "output":
+			if b.Role == RoleDisplay {
+				b.Role = RoleOutput
+			}
+		}
+	}
+	for _, a := range attrs {
+		if a.Key == "target" {
+			b.Target = Target(a.Value)
+			switch b.Target {
+			case TargetLocal, TargetSSH, TargetKube, TargetManual:
+			default:
+				p.errf(pos(a), "target %q is unknown (known: local, ssh, kube, manual)", a.Value)
+			}
+		}
+	}
+	name := func() string {
+		if b.ID != "" {
+			return fmt.Sprintf("block %q", b.ID)
+		}
+		return "block"
+	}
+	seen := map[string]Attr{}
+	var kept []Attr
+	for _, a := range attrs {
+		key := a.Key
+		if strings.HasPrefix(key, "capture.") {
+			key = "capture."
+			if b.Role != RoleExec {
+				p.errf(pos(a), "%s needs target=...: only executable blocks capture values", a.Key)
+				continue
+			}
+			kept = append(kept, a)
+			continue
+		}
+		use, ok := blockKeys[key]
+		if !ok {
+			hint := ""
+			if n := nearest(key, knownKeys()); n != "" {
+				hint = fmt.Sprintf("; did you mean %q?", n)
+			}
+			p.errf(pos(a), "unknown block attribute %q%s (see docs/runbook-format.md)", a.Key, hint)
+			continue
+		}
+		if prev, dup := seen[key]; dup && !use.repeat {
+			p.errf(pos(a), "attribute %q given twice (first at column %d)", key, pos(prev).Col)
+			continue
+		}
+		seen[key] = a
+		roles := use.roles
+		if roles == nil {
+			roles = []Role{RoleExec}
+		}
+		if !containsRole(roles, b.Role) {
+			switch {
+			case containsRole(roles, RoleExec) && b.Role == RoleDisplay:
+				p.errf(pos(a), "attribute %q needs target=... (local, ssh, kube or manual); without a target a block is display-only", key)
+			case roles[0] == RoleExpected:
+				p.errf(pos(a), "attribute %q belongs on an expected-output block {expected=ID}", key)
+			case roles[0] == RoleOutput:
+				p.errf(pos(a), "attribute %q belongs on a recorded-output block {output=ID}", key)
+			default:
+				p.errf(pos(a), "attribute %q is not allowed on an expected or recorded output block", key)
+			}
+			continue
+		}
+		if use.targets != nil && b.Role == RoleExec && !containsTarget(use.targets, b.Target) && b.Target != "" {
+			ts := make([]string, len(use.targets))
+			for i, t := range use.targets {
+				ts[i] = "target=" + string(t)
+			}
+			p.errf(pos(a), "attribute %q applies only to %s, not target=%s", key, strings.Join(ts, " or "), b.Target)
+			continue
+		}
+		if key == "id" {
+			b.ID, b.Explicit = a.Value, true
+			if !idRe.MatchString(a.Value) {
+				p.errf(pos(a), "block id %q must match [a-z0-9][a-z0-9-]*", a.Value)
+			}
+		}
+		kept = append(kept, a)
+	}
+
+	if b.Role == RoleExec && b.ID == "" {
+		prefix := "intro"
+		if b.Step != nil {
+			prefix = b.Step.ID
+		}
+		n := 1
+		if b.Step != nil {
+			n = len(b.Step.Blocks) + 1
+		} else {
+			for _, x := range p.rb.Blocks {
+				if x.Role == RoleExec && x.Step == nil && x != b {
+					n++
+				}
+			}
+		}
+		b.ID = fmt.Sprintf("%s-%d", prefix, n)
+		for i := 2; p.blockIDs[b.ID] != nil; i++ {
+			b.ID = fmt.Sprintf("%s-%d-%d", prefix, n, i)
+		}
+	}
+	if b.ID != "" {
+		if first := p.blockIDs[b.ID]; first != nil {
+			p.errf(b.Pos, "duplicate block id %q (first used at line %d); block ids must be unique", b.ID, first.Pos.Line)
+		} else {
+			p.blockIDs[b.ID] = b
+		}
+	}
+
+	b.Timeout = DefaultTimeout
+	b.Interval = DefaultInterval
+	var when *Cond
+	var secretNames []string
+	var secretAttr Attr
+	for _, a := range kept {
+		ap := pos(a)
+		dur := func() time.Duration {
+			d, err := time.ParseDuration(a.Value)
+			if err != nil || d <= 0 {
+				p.errf(ap, "%s: %s %q: use a Go duration such as 30s or 5m", name(), a.Key, a.Value)
+				return 0
+			}
+			return d
+		}
+		boolean := func() bool {
+			switch a.Value {
+			case "true":
+				return true
+			case "false":
+				return false
+			}
+			p.errf(ap, "%s: %s must be true or false, not %q", name(), a.Key, a.Value)
+			return false
+		}
+		integer := func(min int) int {
+			v, err := strconv.Atoi(a.Value)
+			if err != nil || v < min {
+				p.errf(ap, "%s: %s must be an integer ≥ %d, not %q", name(), a.Key, min, a.Value)
+				return min
+			}
+			return v
+		}
+		regex := func() *regexp.Regexp {
+			if _, err := regexp.Compile(a.Value); err != nil {
+				p.errf(ap, "%s: %s: bad regular expression %q: %s", name(), a.Key, a.Value, reErr(err))
+				return nil
+			}
+			re, err := regexp.Compile("(?m)" + a.Value)
+			if err != nil {
+				p.errf(ap, "%s: %s: bad regular expression %q: %s", name(), a.Key, a.Value, reErr(err))
+				return nil
+			}
+			return re
+		}
+		switch key := a.Key; {
+		case key == "title":
+			b.Title = a.Value
+		case key == "linenos":
+			b.LineNos = boolean()
+		case key == "timeout":
+			if d := dur(); d > 0 {
+				b.Timeout = d
+			}
+		case key == "interval":
+			if d := dur(); d > 0 {
+				b.Interval = d
+			}
+		case key == "retries":
+			b.Retries = integer(0)
+		case key == "concurrent":
+			b.Concurrent = boolean()
+		case key == "confirm":
+			b.Confirm = true
+			switch a.Value {
+			case "true":
+			case "false":
+				b.Confirm = false
+			default:
+				b.ConfirmMsg = a.Value
+			}
+		case key == "when":
+			when = p.cond(a.Value, ap, off+a.Off)
+		case key == "expect.exit":
+			if a.Value == "any" {
+				b.Expect.AnyExit = true
+			} else {
+				b.Expect.Exit = integer(0)
+			}
+		case key == "expect.contains":
+			b.Expect.Contains = append(b.Expect.Contains, a.Value)
+		case key == "expect.not-contains":
+			b.Expect.NotContains = append(b.Expect.NotContains, a.Value)
+		case key == "expect.match":
+			if re := regex(); re != nil {
+				b.Expect.Match = append(b.Expect.Match, re)
+			}
+		case key == "expect.jsonpath":
+			jc, err := ParseJSONPathCheck(a.Value)
+			if err != nil {
+				p.errf(ap, "%s: expect.jsonpath: %v", name(), err)
+			} else {
+				b.Expect.JSONPath = append(b.Expect.JSONPath, jc)
+			}
+		case key == "expect.count":
+			b.Expect.Count = integer(0)
+		case strings.HasPrefix(key, "capture."):
+			cname := strings.TrimPrefix(key, "capture.")
+			c := &Capture{Name: cname}
+			switch {
+			case !paramNameRe.MatchString(cname):
+				p.errf(ap, "%s: capture name %q must match [A-Z][A-Z0-9_]* (it becomes an environment variable)", name(), cname)
+			case p.rb.ParamByName(cname) != nil:
+				p.errf(ap, "%s: capture %s has the name of a parameter; captures and parameters share one namespace", name(), cname)
+			case isReservedEnv(cname):
+				p.errf(ap, "%s: capture %s is a well-known environment variable; choose another name", name(), cname)
+			}
+			if jp, ok := strings.CutPrefix(a.Value, "jsonpath="); ok {
+				if err := checkJSONPath(jp); err != nil {
+					p.errf(ap, "%s: capture.%s: %v", name(), cname, err)
+				}
+				c.JSONPath = jp
+			} else if re := regex(); re != nil {
+				c.Regexp = re
+			}
+			b.Captures = append(b.Captures, c)
+		case key == "secret":
+			secretNames = strings.Fields(a.Value)
+			secretAttr = a
+		case key == "redact":
+			if re := regex(); re != nil {
+				b.Redact = append(b.Redact, re)
+			}
+		case key == "hosts":
+			b.Hosts = a.Value
+		case key == "parallel":
+			b.Parallel = integer(1)
+		case key == "sudo":
+			b.Sudo = boolean()
+		case key == "from":
+			b.From = a.Value
+		case key == "action":
+			b.Action = a.Value
+		case key == "kind":
+			b.Kind = a.Value
+		case key == "name":
+			b.Name = a.Value
+		case key == "namespace":
+			b.Namespace = a.Value
+		case key == "selector":
+			b.Selector = a.Value
+		case key == "field-selector":
+			b.FieldSelector = a.Value
+		case key == "jsonpath":
+			if err := checkJSONPath(a.Value); err != nil {
+				p.errf(ap, "%s: jsonpath: %v", name(), err)
+			}
+			b.JSONPath = a.Value
+		case key == "patch-type":
+			b.PatchType = a.Value
+			if !contains([]string{"strategic", "merge", "json"}, a.Value) {
+				p.errf(ap, "%s: patch-type %q is unknown (known: strategic, merge, json)", name(), a.Value)
+			}
+		case key == "replicas":
+			b.Replicas = a.Value
+		case key == "for":
+			b.For = a.Value
+			if err := checkWaitFor(a.Value); err != nil {
+				p.errf(ap, "%s: for: %v", name(), err)
+			}
+		case key == "all":
+			b.All = boolean()
+		case key == "expected" || key == "output":
+			if a.Value != "true" {
+				b.OutputOf = a.Value
+			}
+		case key == "match":
+			b.Match = a.Value
+			if a.Value != "similar" {
+				p.errf(ap, "match=%s is unknown; use match=similar (or leave it out to only show the output)", a.Value)
+			}
+		case b.Role == RoleOutput:
+			if b.Recorded == nil {
+				b.Recorded = map[string]string{}
+			}
+			b.Recorded[key] = a.Value
+		}
+	}
+	for _, s := range secretNames {
+		found := false
+		for _, c := range b.Captures {
+			if c.Name == s {
+				c.Secret, found = true, true
+			}
+		}
+		if !found {
+			p.errf(pos(secretAttr), "%s: secret: %s is not captured by this block (secret lists capture names)", name(), s)
+		}
+	}
+	b.Secrets = secretNames
+
+	switch b.Role {
+	case RoleExec:
+		if b.Step != nil {
+			b.Step.Blocks = append(b.Step.Blocks, b)
+			b.When = And(b.Step.When, ctx.when, when)
+		} else {
+			b.When = And(ctx.when, when)
+		}
+		p.checkTarget(b, seen, pos)
+		p.checkRefs(b)
+		for _, c := range b.Captures {
+			if _, ok := p.captures[c.Name]; !ok {
+				p.captures[c.Name] = b
+			}
+		}
+		p.lastExec = b
+	case RoleExpected, RoleOutput:
+		if b.OutputOf == "" {
+			if p.lastExec == nil {
+				what := "{expected}"
+				if b.Role == RoleOutput {
+					what = "{output}"
+				}
+				p.errf(b.Pos, "%s has no executable block before it in this step; name one: {expected=BLOCK-ID}", what)
+			} else {
+				b.OutputOf = p.lastExec.ID
+			}
+		}
+	}
+}
+
+func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) Pos) {
+	where := b.Pos
+	blk := fmt.Sprintf("block %q", b.ID)
+	isShell := contains(shellLangs, b.Lang)
+	needShell := func(what string) {
+		if !isShell {
+			p.errf(where, "%s: %s runs a bash script, so the fence language must be bash, sh or shell (not %q)", blk, what, b.Lang)
+		}
+	}
+	hostParam := func(attr, value string, types ...ParamType) {
+		prm := p.rb.ParamByName(value)
+		at := where
+		if a, ok := seen[attr]; ok {
+			at = pos(a)
+		}
+		switch {
+		case prm == nil:
+			p.errf(at, "%s: %s: unknown parameter %q%s", blk, attr, value, p.paramHint(value))
+		case !containsType(types, prm.Type):
+			p.errf(at, "%s: %s: parameter %s is of type %s; it must be a host or hosts parameter", blk, attr, value, prm.Type)
+		}
+	}
+	switch b.Target {
+	case TargetLocal:
+		needShell("target=local")
+	case TargetManual:
+	case TargetSSH:
+		if b.Hosts == "" {
+			p.errf(where, "%s: target=ssh needs hosts=PARAM (a host or hosts parameter)", blk)
+		} else {
+			hostParam("hosts", b.Hosts, TypeHost, TypeHosts)
+		}
+		if b.Parallel == 0 {
+			b.Parallel = 1
+		}
+		switch b.Action {
+		case "":
+			needShell("target=ssh")
+			if b.From != "" {
+				p.errf(pos(seen["from"]), "%s: from is only for action=copy", blk)
+			}
+		case "copy":
+			if b.From != "" {
+				hostParam("from", b.From, TypeHost)
+			}
+			for i, line := range strings.Split(strings.TrimRight(b.Content, "\n"), "\n") {
+				f := strings.Fields(line)
+				lpos := Pos{Line: b.BodyPos.Line + i, Col: 1}
+				switch len(f) {
+				case 0:
+					continue
+				case 1:
+					b.Copies = append(b.Copies, Copy{Src: f[0], Dst: f[0]})
+				case 2:
+					b.Copies = append(b.Copies, Copy{Src: f[0], Dst: f[1]})
+				default:
+					p.errf(lpos, "%s: each line of a copy block is SOURCE [DEST]; paths with spaces are not supported", blk)
+				}
+			}
+			if len(b.Copies) == 0 {
+				p.errf(where, "%s: action=copy lists no files; write one SOURCE [DEST] per line", blk)
+			}
+		default:
+			p.errf(pos(seen["action"]), "%s: action %q is unknown for target=ssh (known: copy)", blk, b.Action)
+		}
+	case TargetKube:
+		p.checkKube(b, seen, pos, isShell)
+	}
+	if b.Target == TargetManual && (len(b.Captures) > 0 || b.Retries > 0) {
+		p.errf(where, "%s: a manual block is done by a person; it cannot capture or retry", blk)
+	}
+}
+
+func hasExpectations(b *Block) bool {
+	e := b.Expect
+	return len(e.Contains)+len(e.NotContains)+len(e.Match)+len(e.JSONPath) > 0 || e.Count >= 0
+}
+
+func (p *parseState) checkKube(b *Block, seen map[string]Attr, pos func(Attr) Pos, isShell bool) {
+	blk := fmt.Sprintf("block %q", b.ID)
+	where := b.Pos
+	if b.Action == "" {
+		if !isShell {
+			p.errf(where, "%s: target=kube needs action=%s, or a bash block that calls kubectl", blk, strings.Join(kubeActions, "|"))
+		}
+		for _, k := range []string{"kind", "name", "namespace", "selector", "field-selector", "jsonpath", "patch-type", "replicas", "for", "all"} {
+			if a, ok := seen[k]; ok {
+				p.errf(pos(a), "%s: %s needs action=... (a native kube action)", blk, k)
+			}
+		}
+		return
+	}
+	if !contains(kubeActions, b.Action) {
+		p.errf(pos(seen["action"]), "%s: action %q is unknown for target=kube (known: %s)", blk, b.Action, strings.Join(kubeActions, ", "))
+		return
+	}
+	need := func(cond bool, msg string) {
+		if !cond {
+			p.errf(where, "%s: action=%s %s", blk, b.Action, msg)
+		}
+	}
+	allowed := map[string][]string{
+		"apply":  {"namespace"},
+		"get":    {"kind", "name", "namespace", "selector", "field-selector", "jsonpath"},
+		"patch":  {"kind", "name", "namespace", "patch-type"},
+		"delete": {"kind", "name", "namespace", "selector", "field-selector"},
+		"scale":  {"kind", "name", "namespace", "replicas"},
+		"wait":   {"kind", "name", "namespace", "selector", "field-selector", "for", "all"},
+	}[b.Action]
+	for _, k := range []string{"kind", "name", "namespace", "selector", "field-selector", "jsonpath", "patch-type", "replicas", "for", "all"} {
+		if a, ok := seen[k]; ok && !contains(allowed, k) {
+			p.errf(pos(a), "%s: %s does not apply to action=%s", blk, k, b.Action)
+		}
+	}
+	body := strings.TrimSpace(b.Content)
+	switch b.Action {
+	case "apply":
+		need(body != "", "needs a manifest in the block body")
+		need(b.Lang == "yaml" || b.Lang == "yml" || b.Lang == "json", "takes a yaml or json body (fence language yaml or json)")
+	case "patch":
+		need(b.Kind != "" && b.Name != "", "needs kind=... and name=...")
+		need(body != "", "needs the patch document in the block body")
+	case "get":
+		need(b.Kind != "", "needs kind=...")
+		need(body == "", "takes no body; use attributes")
+	case "delete":
+		need(b.Kind != "", "needs kind=...")
+		need(b.Name != "" || b.Selector != "" || b.FieldSelector != "", "needs name=, selector= or field-selector= (Cairn never deletes every object of a kind)")
+		need(body == "", "takes no body; use attributes")
+	case "scale":
+		need(b.Kind != "" && b.Name != "" && b.Replicas != "", "needs kind=, name= and replicas=")
+		need(body == "", "takes no body; use attributes")
+	case "wait":
+		need(b.Kind != "", "needs kind=...")
+		need(b.For != "", "needs for=condition=NAME, for=jsonpath={...}=VALUE or for=delete")
+		need(b.Name != "" || b.All || b.Selector != "", "needs name=..., selector=... or all=true")
+		need(body == "", "takes no body; use attributes")
+	}
+	if b.Replicas != "" && !strings.HasPrefix(b.Replicas, "$") {
+		if n, err := strconv.Atoi(b.Replicas); err != nil || n < 0 {
+			p.errf(pos(seen["replicas"]), "%s: replicas must be a count ≥ 0 or a parameter reference, not %q", blk, b.Replicas)
+		}
+	}
+}
+
+// checkRefs records the parameters and captures a block uses and reports
+// references to names that are neither.
+func (p *parseState) checkRefs(b *Block) {
+	names := map[string]bool{}
+	report := func(name string, at Pos) {
+		if p.rb.ParamByName(name) != nil {
+			names[name] = true
+			return
+		}
+		if _, ok := p.captures[name]; ok {
+			names[name] = true
+			return
+		}
+		if later := p.laterCapture(name, b); later != "" {
+			p.errf(at, "block %q: $%s is captured by block %q, which comes after this one", b.ID, name, later)
+			return
+		}
+		p.errf(at, "block %q: $%s is not a declared parameter or an earlier capture%s", b.ID, name, p.paramHint(name))
+	}
+	lineAt := func(off int) Pos {
+		line := strings.Count(b.Content[:off], "\n")
+		col := off - strings.LastIndexByte(b.Content[:off], '\n')
+		return Pos{Line: b.BodyPos.Line + line, Col: col}
+	}
+	if contains(shellLangs, b.Lang) && b.Action == "" {
+		refs, assigned := shellRefs(b.Content)
+		for _, r := range refs {
+			if assigned[r.Name] || isReservedEnv(r.Name) {
+				continue
+			}
+			report(r.Name, lineAt(r.Off))
+		}
+	} else if b.Target == TargetKube || b.Action == "copy" {
+		for _, r := range bodyRefs(b.Content, b.Action != "copy") {
+			report(r.Name, lineAt(r.Off))
+		}
+	}
+	for _, v := range []string{b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For} {
+		for _, r := range bodyRefs(v, false) {
+			report(r.Name, b.Pos)
+		}
+	}
+	b.Refs = make([]string, 0, len(names))
+	for n := range names {
+		b.Refs = append(b.Refs, n)
+	}
+	sort.Strings(b.Refs)
+}
+
+// laterCapture is filled lazily: the parser has not reached later blocks
+// yet, so this scans the remaining source text for capture.NAME.
+func (p *parseState) laterCapture(name string, b *Block) string {
+	rest := p.rb.Source[b.Span[1]:]
+	if strings.Contains(string(rest), "capture."+name+"=") {
+		return "a later block"
+	}
+	return ""
+}
+
+// ParseJSONPathCheck parses expect.jsonpath: `{.path}`, `{.path}=v`, `{.path}!=v`.
+func ParseJSONPathCheck(s string) (JSONPathCheck, error) {
+	path, rest, err := splitJSONPath(s)
+	if err != nil {
+		return JSONPathCheck{}, err
+	}
+	jc := JSONPathCheck{Path: path}
+	switch {
+	case rest == "":
+	case strings.HasPrefix(rest, "!="):
+		jc.Op, jc.Value = "!=", rest[2:]
+	case strings.HasPrefix(rest, "=="):
+		jc.Op, jc.Value = "=", rest[2:]
+	case strings.HasPrefix(rest, "="):
+		jc.Op, jc.Value = "=", rest[1:]
+	default:
+		return jc, fmt.Errorf("unexpected %q after %s; write {.path}=value or {.path}!=value", rest, path)
+	}
+	return jc, nil
+}
+
+// splitJSONPath splits "{...}rest" at the brace that closes the first one.
+func splitJSONPath(s string) (string, string, error) {
+	if !strings.HasPrefix(s, "{") {
+		return "", "", fmt.Errorf("a JSONPath starts with '{', as in {.status.phase}")
+	}
+	depth := 0
+	inStr := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inStr != 0:
+			if c == inStr {
+				inStr = 0
+			}
+		case c == '"' || c == '\'':
+			inStr = c
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				return s[:i+1], s[i+1:], nil
+			}
+		}
+	}
+	return "", "", fmt.Errorf("JSONPath %q has no closing '}'", s)
+}
+
+func checkJSONPath(s string) error {
+	_, rest, err := splitJSONPath(s)
+	if err == nil && rest != "" {
+		return fmt.Errorf("unexpected %q after the JSONPath", rest)
+	}
+	return err
+}
+
+func checkWaitFor(s string) error {
+	switch {
+	case s == "delete":
+		return nil
+	case strings.HasPrefix(s, "condition="):
+		if strings.TrimPrefix(s, "condition=") == "" {
+			return fmt.Errorf("condition= needs a condition type such as Established or Ready")
+		}
+		return nil
+	case strings.HasPrefix(s, "jsonpath="):
+		_, err := ParseJSONPathCheck(strings.TrimPrefix(s, "jsonpath="))
+		return err
+	}
+	return fmt.Errorf("%q: use condition=TYPE, jsonpath={.path}=VALUE, jsonpath={.path} or delete", s)
+}
+
+func containsRole(rs []Role, r Role) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+func containsTarget(ts []Target, t Target) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+func containsType(ts []ParamType, t ParamType) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,422 @@
+package runbook
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// splitFrontMatter returns the YAML between the leading --- lines, the body
+// after them, and the body's byte offset. ok is false when the file does not
+// start with a front matter block; closed is false when it is never ended.
+func splitFrontMatter(src []byte) (fm []byte, bodyOff int, ok, closed bool) {
+	src0 := src
+	src = bytes.TrimPrefix(src, []byte("\ufeff"))
+	bom := len(src0) - len(src)
+	first, rest, found := bytes.Cut(src, []byte("\n"))
+	if !found || strings.TrimRight(string(first), " \t\r") != "---" {
+		return nil, 0, false, false
+	}
+	off := bom + len(first) + 1
+	start := off
+	for len(rest) > 0 {
+		line, next, _ := bytes.Cut(rest, []byte("\n"))
+		l := strings.TrimRight(string(line), " \t\r")
+		if l == "---" || l == "..." {
+			end := off + len(line) + 1
+			if end > len(src0) {
+				end = len(src0)
+			}
+			return src0[start:off], end, true, true
+		}
+		off += len(line) + 1
+		rest = next
+	}
+	return src0[start:], len(src0), true, false
+}
+
+var (
+	paramNameRe = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+	idRe        = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	slugRe      = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+)
+
+var frontMatterKeys = []string{"title", "slug", "summary", "lang", "tags", "duration", "weight",
+	"prerequisites", "params", "kube", "requires", "write_back"}
+
+var paramKeys = []string{"name", "title", "description", "type", "group", "default", "pattern",
+	"values", "secret", "required"}
+
+// parseFrontMatter fills r.Meta, r.Slug and r.Params. line0 is the file line
+// of the YAML's first line.
+func (p *parseState) parseFrontMatter(fm []byte, line0 int) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(fm, &doc); err != nil {
+		p.errf(Pos{Line: line0 + yamlErrLine(err)}, "front matter: %s", yamlErrMsg(err))
+		return
+	}
+	if len(doc.Content) == 0 {
+		p.errf(Pos{Line: line0}, "front matter is empty; it needs at least a title")
+		return
+	}
+	root := doc.Content[0]
+	at := func(n *yaml.Node) Pos { return Pos{Line: line0 + n.Line - 1, Col: n.Column} }
+	if root.Kind != yaml.MappingNode {
+		p.errf(at(root), "front matter must be a mapping of keys to values")
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if seen[k.Value] {
+			p.errf(at(k), "front matter: duplicate key %q", k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		decode := func(dst any, what string) bool {
+			if err := v.Decode(dst); err != nil {
+				p.errf(at(v), "front matter: %s: must be %s", k.Value, what)
+				return false
+			}
+			return true
+		}
+		m := &p.rb.Meta
+		switch k.Value {
+		case "title":
+			decode(&m.Title, "a string")
+		case "slug":
+			if decode(&p.rb.Slug, "a string") && !slugRe.MatchString(p.rb.Slug) {
+				p.errf(at(v), "front matter: slug %q must match [a-z0-9][a-z0-9-]*", p.rb.Slug)
+			}
+		case "summary":
+			decode(&m.Summary, "a string")
+		case "lang":
+			if decode(&m.Lang, "a string") && m.Lang != "ko" && m.Lang != "en" {
+				p.errf(at(v), "front matter: lang %q is not supported; use ko or en", m.Lang)
+			}
+		case "tags":
+			decode(&m.Tags, "a list of strings")
+		case "duration":
+			var s string
+			if decode(&s, "a duration such as 45m") {
+				d, err := time.ParseDuration(s)
+				if err != nil || d < 0 {
+					p.errf(at(v), "front matter: duration %q: use a Go duration such as 45m or 1h30m", s)
+				}
+				m.Duration = d
+			}
+		case "weight":
+			decode(&m.Weight, "an integer")
+		case "prerequisites":
+			decode(&m.Prerequisites, "a list of strings")
+		case "write_back":
+			decode(&m.WriteBack, "true or false")
+		case "requires":
+			var req Requires
+			if v.Kind != yaml.MappingNode {
+				p.errf(at(v), "front matter: requires: must be a mapping with images, charts, binaries")
+				break
+			}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				rk := v.Content[j]
+				var dst *[]string
+				switch rk.Value {
+				case "images":
+					dst = &req.Images
+				case "charts":
+					dst = &req.Charts
+				case "binaries":
+					dst = &req.Binaries
+				default:
+					p.errf(at(rk), "front matter: requires: unknown key %q (known: images, charts, binaries)", rk.Value)
+					continue
+				}
+				if err := v.Content[j+1].Decode(dst); err != nil {
+					p.errf(at(v.Content[j+1]), "front matter: requires.%s: must be a list of strings", rk.Value)
+				}
+			}
+			m.Requires = req
+		case "kube":
+			if v.Kind != yaml.MappingNode {
+				p.errf(at(v), "front matter: kube: must be a mapping such as {contexts: [my-cluster]}")
+				break
+			}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				kk := v.Content[j]
+				if kk.Value != "contexts" {
+					p.errf(at(kk), "front matter: kube: unknown key %q (known: contexts)", kk.Value)
+					continue
+				}
+				if err := v.Content[j+1].Decode(&m.KubeContexts); err != nil {
+					p.errf(at(v.Content[j+1]), "front matter: kube.contexts: must be a list of context names")
+				}
+			}
+		case "params":
+			p.parseParams(v, at)
+		default:
+			hint := ""
+			if n := nearest(k.Value, frontMatterKeys); n != "" {
+				hint = fmt.Sprintf("; did you mean %q?", n)
+			}
+			p.errf(at(k), "front matter: unknown key %q%s", k.Value, hint)
+		}
+	}
+	if p.rb.Meta.Title == "" {
+		p.errf(Pos{Line: line0 - 1}, "front matter: title is required")
+	}
+}
+
+func (p *parseState) parseParams(v *yaml.Node, at func(*yaml.Node) Pos) {
+	if v.Kind != yaml.SequenceNode {
+		p.errf(at(v), "front matter: params: must be a list of parameters (- name: ...)")
+		return
+	}
+	for _, item := range v.Content {
+		if item.Kind != yaml.MappingNode {
+			p.errf(at(item), "front matter: params: each parameter must be a mapping with at least a name")
+			continue
+		}
+		prm := &Param{Pos: at(item), Type: TypeString}
+		required, requiredSet := false, false
+		var patternNode, defaultNode *yaml.Node
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			k, val := item.Content[j], item.Content[j+1]
+			str := func(dst *string) {
+				if val.Kind != yaml.ScalarNode {
+					p.errf(at(val), "param %s: %s: must be a single value", prm.Name, k.Value)
+					return
+				}
+				*dst = val.Value
+			}
+			switch k.Value {
+			case "name":
+				str(&prm.Name)
+			case "title":
+				str(&prm.Title)
+			case "description":
+				str(&prm.Description)
+			case "group":
+				str(&prm.Group)
+			case "type":
+				var t string
+				str(&t)
+				prm.Type = ParamType(t)
+			case "default":
+				defaultNode = val
+				prm.HasDefault = true
+				if val.Kind == yaml.SequenceNode {
+					// A host list may be written as a YAML list.
+					var items []string
+					if err := val.Decode(&items); err != nil {
+						p.errf(at(val), "param %s: default: must be a value or a list of values", prm.Name)
+					}
+					prm.Default = strings.Join(items, " ")
+				} else {
+					str(&prm.Default)
+				}
+			case "pattern":
+				patternNode = val
+			case "values":
+				if err := val.Decode(&prm.Values); err != nil {
+					p.errf(at(val), "param %s: values: must be a list of strings", prm.Name)
+				}
+			case "secret":
+				if err := val.Decode(&prm.Secret); err != nil {
+					p.errf(at(val), "param %s: secret: must be true or false", prm.Name)
+				}
+			case "required":
+				requiredSet = true
+				if err := val.Decode(&required); err != nil {
+					p.errf(at(val), "param %s: required: must be true or false", prm.Name)
+				}
+			default:
+				hint := ""
+				if n := nearest(k.Value, paramKeys); n != "" {
+					hint = fmt.Sprintf("; did you mean %q?", n)
+				}
+				p.errf(at(k), "param %s: unknown key %q%s", prm.Name, k.Value, hint)
+			}
+		}
+		switch {
+		case prm.Name == "":
+			p.errf(prm.Pos, "params: a parameter has no name")
+			continue
+		case !paramNameRe.MatchString(prm.Name):
+			p.errf(prm.Pos, "param %q: name must match [A-Z][A-Z0-9_]* (it becomes an environment variable)", prm.Name)
+		case p.rb.ParamByName(prm.Name) != nil:
+			p.errf(prm.Pos, "param %s: declared twice (first at line %d)", prm.Name, p.rb.ParamByName(prm.Name).Pos.Line)
+			continue
+		case reservedEnv[prm.Name]:
+			p.errf(prm.Pos, "param %s: the name is a well-known environment variable; choose another", prm.Name)
+		}
+		switch prm.Type {
+		case TypeString, TypeInt, TypeBool, TypeEnum, TypeHost, TypeHosts, TypeCIDR, TypeDuration:
+		default:
+			p.errf(prm.Pos, "param %s: unknown type %q (known: string, int, bool, enum, host, hosts, cidr, duration)", prm.Name, prm.Type)
+			prm.Type = TypeString
+		}
+		if prm.Type == TypeEnum && len(prm.Values) == 0 {
+			p.errf(prm.Pos, "param %s: an enum needs values: [a, b, ...]", prm.Name)
+		}
+		if prm.Type != TypeEnum && len(prm.Values) > 0 {
+			p.errf(prm.Pos, "param %s: values is only for type enum", prm.Name)
+		}
+		if prm.Group != "" && prm.Type != TypeHost && prm.Type != TypeHosts {
+			p.errf(prm.Pos, "param %s: group is only for host and hosts parameters", prm.Name)
+		}
+		if patternNode != nil {
+			re, err := regexp.Compile(patternNode.Value)
+			if err != nil {
+				p.errf(at(patternNode), "param %s: pattern: %s", prm.Name, reErr(err))
+			}
+			prm.Pattern = re
+		}
+		prm.Required = !prm.HasDefault
+		if requiredSet {
+			prm.Required = required
+		}
+		if prm.Secret && prm.HasDefault {
+			p.errf(at(defaultNode), "param %s: a secret parameter cannot have a default (it would be stored in the runbook)", prm.Name)
+		}
+		if prm.HasDefault && !(prm.Default == "" && !prm.Required) {
+			if err := prm.Validate(prm.Default); err != nil {
+				p.errf(at(defaultNode), "param %s: default %q: %v", prm.Name, prm.Default, err)
+			}
+		}
+		p.rb.Params = append(p.rb.Params, prm)
+	}
+}
+
+// Validate checks a value against the parameter's type and pattern.
+func (p *Param) Validate(v string) error {
+	check := func(s string) error {
+		if p.Pattern != nil && !p.Pattern.MatchString(s) {
+			return fmt.Errorf("does not match pattern %s", p.Pattern)
+		}
+		return nil
+	}
+	switch p.Type {
+	case TypeInt:
+		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+			return fmt.Errorf("not an integer")
+		}
+	case TypeBool:
+		if v != "true" && v != "false" {
+			return fmt.Errorf("must be true or false")
+		}
+	case TypeEnum:
+		if !contains(p.Values, v) {
+			return fmt.Errorf("must be one of %s", strings.Join(p.Values, ", "))
+		}
+	case TypeHost:
+		if err := validHost(v); err != nil {
+			return err
+		}
+	case TypeHosts:
+		hs := SplitHosts(v)
+		if len(hs) == 0 {
+			return fmt.Errorf("needs at least one host")
+		}
+		for _, h := range hs {
+			if err := validHost(h); err != nil {
+				return fmt.Errorf("%q: %v", h, err)
+			}
+			if err := check(h); err != nil {
+				return fmt.Errorf("%q: %v", h, err)
+			}
+		}
+		return nil
+	case TypeCIDR:
+		if _, err := netip.ParsePrefix(v); err != nil {
+			return fmt.Errorf("not a CIDR prefix such as 10.0.0.0/16")
+		}
+	case TypeDuration:
+		if _, err := time.ParseDuration(v); err != nil {
+			return fmt.Errorf("not a duration such as 90s or 5m")
+		}
+	}
+	return check(v)
+}
+
+// SplitHosts splits a host list on spaces and commas.
+func SplitHosts(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' || r == '\n' })
+}
+
+var hostnameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?$`)
+
+// validHost accepts [user@]host[:port] where host is a DNS name or an IP.
+func validHost(v string) error {
+	h := v
+	if i := strings.LastIndexByte(h, '@'); i >= 0 {
+		user := h[:i]
+		if user == "" || strings.ContainsAny(user, " \t:/@'\"$`;") {
+			return fmt.Errorf("bad user name in %q", v)
+		}
+		h = h[i+1:]
+	}
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return fmt.Errorf("not a host: %q", v)
+		}
+		if _, err := netip.ParseAddr(h[1:end]); err != nil {
+			return fmt.Errorf("not a host: %q", v)
+		}
+		rest := h[end+1:]
+		if rest != "" {
+			return validPort(rest, v)
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return nil
+	}
+	if i := strings.LastIndexByte(h, ':'); i >= 0 {
+		if err := validPort(h[i:], v); err != nil {
+			return err
+		}
+		h = h[:i]
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return nil
+	}
+	if !hostnameRe.MatchString(h) {
+		return fmt.Errorf("not a host name or IP address: %q", v)
+	}
+	return nil
+}
+
+func validPort(s, v string) error {
+	n, err := strconv.Atoi(strings.TrimPrefix(s, ":"))
+	if !strings.HasPrefix(s, ":") || err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("bad port in %q", v)
+	}
+	return nil
+}
+
+var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
+
+func yamlErrLine(err error) int {
+	m := yamlLineRe.FindStringSubmatch(err.Error())
+	if m == nil || m[1] == "" {
+		return 1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+func yamlErrMsg(err error) string {
+	return "invalid YAML: " + yamlLineRe.ReplaceAllString(err.Error(), "")
+}
+
+func reErr(err error) string {
+	s := err.Error()
+	return strings.TrimPrefix(s, "error parsing regexp: ")
+}

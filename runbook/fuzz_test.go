@@ -1,0 +1,83 @@
+package runbook
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzParse: no input may panic the parser, and every diagnostic must carry
+// a position inside the file.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.md")
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("---\ntitle: x\n---\n::::tabs\n:::tab\n```bash {target=local}\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		rb, err := Parse("f.md", src)
+		if rb == nil {
+			t.Fatal("nil runbook")
+		}
+		lines := 1
+		for _, c := range src {
+			if c == '\n' {
+				lines++
+			}
+		}
+		for _, d := range AllDiagnostics(err) {
+			if d.Pos.Line < 0 || d.Pos.Line > lines {
+				t.Fatalf("diagnostic outside the file (%d lines): %s", lines, d)
+			}
+		}
+	})
+}
+
+func FuzzParseAttrs(f *testing.F) {
+	for _, s := range []string{`{#a target=local}`, `{x="a\"b"}`, `{re='\d'}`, `{for=jsonpath={.a}=b}`, `{a b c}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) == 0 || s[0] != '{' {
+			return
+		}
+		attrs, n, err := ParseAttrs(s)
+		if err == nil && (n < 2 || n > len(s) || s[n-1] != '}') {
+			t.Fatalf("bad end offset %d for %q", n, s)
+		}
+		for _, a := range attrs {
+			if a.Off < 0 || a.Off >= len(s) {
+				t.Fatalf("bad offset %d", a.Off)
+			}
+		}
+	})
+}
+
+func FuzzParseCond(f *testing.F) {
+	for _, s := range []string{`A == "x"`, `!(B) || C != 'y' && D`, `((A))`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseCond(s)
+		if err == nil {
+			c.Eval(map[string]string{"A": "x"})
+			_ = c.Shell()
+		} else if ce, ok := err.(*CondError); !ok || ce.Off < 0 || ce.Off > len(s) {
+			t.Fatalf("bad error %v", err)
+		}
+	})
+}
+
+func FuzzShellRefs(f *testing.F) {
+	f.Add("echo $A ${B:-x} '$C' <<'E'\n$D\nE\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		refs, _ := shellRefs(s)
+		for _, r := range refs {
+			if r.Off < 0 || r.Off >= len(s) || s[r.Off] != '$' {
+				t.Fatalf("bad ref %+v", r)
+			}
+		}
+	})
+}

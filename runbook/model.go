@@ -1,0 +1,258 @@
+// Package runbook is Cairn's runbook model: it parses a Markdown runbook with
+// YAML front matter into steps, executable blocks and parameters, and
+// validates them. The site generator, the executor and the exporter all read
+// runbooks through this package, so it imports none of them.
+package runbook
+
+import (
+	"regexp"
+	"time"
+
+	gast "github.com/yuin/goldmark/ast"
+)
+
+// Runbook is one parsed Markdown file.
+type Runbook struct {
+	Path   string // as given to Parse; used in every Diagnostic
+	Slug   string
+	Meta   Meta
+	Params []*Param
+	Steps  []*Step
+	Blocks []*Block // every fenced block in document order, display-only included
+
+	// Source is the whole file; Body is Source after the front matter, which
+	// is what Doc's segments point into.
+	Source     []byte
+	Body       []byte
+	BodyOffset int
+	Doc        gast.Node
+	Hash       string // sha256 of Source, hex
+}
+
+// Meta is the front matter apart from parameters.
+type Meta struct {
+	Title         string
+	Summary       string
+	Lang          string
+	Tags          []string
+	Duration      time.Duration
+	Weight        int
+	Prerequisites []string
+	KubeContexts  []string
+	Requires      Requires
+	WriteBack     bool
+}
+
+// Requires lists what an air-gapped site must bring in before running.
+type Requires struct {
+	Images   []string `yaml:"images"`
+	Charts   []string `yaml:"charts"`
+	Binaries []string `yaml:"binaries"`
+}
+
+// ParamType is the declared type of a parameter.
+type ParamType string
+
+// Parameter types.
+const (
+	TypeString   ParamType = "string"
+	TypeInt      ParamType = "int"
+	TypeBool     ParamType = "bool"
+	TypeEnum     ParamType = "enum"
+	TypeHost     ParamType = "host"
+	TypeHosts    ParamType = "hosts"
+	TypeCIDR     ParamType = "cidr"
+	TypeDuration ParamType = "duration"
+)
+
+// Param is one declared parameter.
+type Param struct {
+	Name        string
+	Title       string
+	Description string
+	Type        ParamType
+	Group       string
+	Default     string
+	HasDefault  bool
+	Pattern     *regexp.Regexp
+	Values      []string
+	Secret      bool
+	Required    bool
+	Pos         Pos
+}
+
+// Label is the short name shown in forms and badges.
+func (p *Param) Label() string {
+	if p.Title != "" {
+		return p.Title
+	}
+	return p.Name
+}
+
+// Step is one level-2 section of the runbook.
+type Step struct {
+	ID       string
+	Number   int // 1-based
+	Title    string
+	When     *Cond
+	Blocks   []*Block // executable blocks of this step, in order
+	Pos      Pos
+	Explicit bool // the id was given with {#id}
+}
+
+// Target says where a block runs.
+type Target string
+
+// Targets. TargetNone marks a display-only block.
+const (
+	TargetNone   Target = ""
+	TargetLocal  Target = "local"
+	TargetSSH    Target = "ssh"
+	TargetKube   Target = "kube"
+	TargetManual Target = "manual"
+)
+
+// Role says what a fenced block is for.
+type Role int
+
+// Block roles.
+const (
+	RoleDisplay  Role = iota // plain code, never run
+	RoleExec                 // has a target
+	RoleExpected             // expected output of another block
+	RoleOutput               // recorded output written back by Cairn
+)
+
+// Block is one fenced code block.
+type Block struct {
+	ID       string
+	Index    int // position in Runbook.Blocks
+	Role     Role
+	Lang     string
+	Title    string
+	Step     *Step // nil in the introduction
+	Content  string
+	Pos      Pos // the opening fence
+	BodyPos  Pos // first content line
+	Explicit bool
+	Target   Target
+	Info     string // the raw info string
+	Hash     string // sha256 of Info and Content: what a run request must quote
+	Span     [2]int // byte range of the whole fence in Runbook.Source
+
+	Timeout    time.Duration
+	Confirm    bool   // the reader must confirm before it runs
+	ConfirmMsg string // optional message for the confirmation
+	When       *Cond  // own condition joined with the enclosing tab's and step's
+	Retries    int
+	Interval   time.Duration
+	Concurrent bool
+	LineNos    bool
+
+	Expect   Expect
+	Captures []*Capture
+	Secrets  []string // capture names whose values are secret
+	Redact   []*regexp.Regexp
+
+	// ssh
+	Hosts    string // parameter name
+	Parallel int
+	Sudo     bool
+	From     string // action=copy source host parameter
+	Copies   []Copy
+
+	// kube (and ssh copy)
+	Action        string
+	Kind          string
+	Name          string
+	Namespace     string
+	Selector      string
+	FieldSelector string
+	JSONPath      string
+	PatchType     string
+	Replicas      string
+	For           string
+	All           bool
+
+	// RoleExpected / RoleOutput: the block this one belongs to.
+	OutputOf string
+	Of       *Block
+	Match    string            // "similar" or ""
+	Recorded map[string]string // provenance attributes of a RoleOutput block
+
+	// Executable blocks: expected-output blocks linked to it.
+	ExpectedOutputs []*Block
+
+	// Refs are the parameter and capture names the block uses, sorted.
+	Refs []string
+}
+
+// Executable reports whether the block has a target.
+func (b *Block) Executable() bool { return b.Role == RoleExec }
+
+// Copy is one file copy of an ssh action=copy block.
+type Copy struct {
+	Src, Dst string
+}
+
+// Expect holds a block's expectations.
+type Expect struct {
+	Exit        int
+	AnyExit     bool
+	Contains    []string
+	NotContains []string
+	Match       []*regexp.Regexp
+	JSONPath    []JSONPathCheck
+	Count       int // -1 when not set
+	Similar     []*Block
+}
+
+// JSONPathCheck is expect.jsonpath: Path, and optionally Op ("=" or "!=") and Value.
+type JSONPathCheck struct {
+	Path  string
+	Op    string
+	Value string
+}
+
+// Capture turns output into a value for later blocks.
+type Capture struct {
+	Name     string
+	Regexp   *regexp.Regexp
+	JSONPath string
+	Secret   bool
+}
+
+// Pos is a 1-based position in a file.
+type Pos struct {
+	Line, Col int
+}
+
+// ParamByName returns the declared parameter or nil.
+func (r *Runbook) ParamByName(name string) *Param {
+	for _, p := range r.Params {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// BlockByID returns the block with that id or nil.
+func (r *Runbook) BlockByID(id string) *Block {
+	for _, b := range r.Blocks {
+		if b.ID == id {
+			return b
+		}
+	}
+	return nil
+}
+
+// StepByID returns the step with that id or nil.
+func (r *Runbook) StepByID(id string) *Step {
+	for _, s := range r.Steps {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package runbook
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden files")
+
+// TestCheckGolden parses every testdata/*.md and compares the diagnostics
+// with testdata/NAME.golden (empty for clean runbooks).
+func TestCheckGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.md")
+	if len(files) == 0 {
+		t.Fatal("no testdata")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Parse(filepath.ToSlash(f), src)
+			got := ""
+			if err != nil {
+				got = err.Error() + "\n"
+			}
+			golden := strings.TrimSuffix(f, ".md") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./runbook -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("diagnostics differ from %s (go test ./runbook -update to accept):\n got:\n%s\nwant:\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+func TestModel(t *testing.T) {
+	src, err := os.ReadFile("testdata/good.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := Parse("good.md", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Slug != "example" || rb.Meta.Lang != "ko" || len(rb.Steps) != 3 {
+		t.Fatalf("slug=%q lang=%q steps=%d", rb.Slug, rb.Meta.Lang, len(rb.Steps))
+	}
+	if got := rb.ParamByName("CONTROL_PLANE_HOSTS").Default; got != "cp0 cp1 cp2" {
+		t.Errorf("hosts default = %q", got)
+	}
+	initCP := rb.BlockByID("init-cp")
+	if initCP == nil || initCP.Target != TargetSSH || !initCP.Confirm || !initCP.Sudo || initCP.Hosts != "FIRST_CP" {
+		t.Fatalf("init-cp = %+v", initCP)
+	}
+	if len(initCP.Captures) != 1 || !initCP.Captures[0].Secret {
+		t.Errorf("captures = %+v", initCP.Captures)
+	}
+	if m := initCP.Captures[0].Regexp.FindStringSubmatch("kubeadm join x --token abc.def \\"); len(m) < 2 || m[1] != "abc.def" {
+		t.Errorf("capture regexp: %v", m)
+	}
+	if !initCP.When.Eval(map[string]string{"ETCD_TOPOLOGY": "stacked"}) || initCP.When.Eval(map[string]string{"ETCD_TOPOLOGY": "external"}) {
+		t.Errorf("tab condition: %s", initCP.When.Src)
+	}
+	join := rb.BlockByID("join-cp")
+	if join.When == nil || join.Parallel != 2 || strings.Join(join.Refs, ",") != "JOIN_TOKEN,LOAD_BALANCER_DNS" {
+		t.Errorf("join-cp when=%v parallel=%d refs=%v", join.When, join.Parallel, join.Refs)
+	}
+	lb := rb.BlockByID("nc-lb")
+	if len(lb.ExpectedOutputs) != 1 || len(lb.Expect.Similar) != 1 || lb.Timeout.String() != "10s" {
+		t.Errorf("nc-lb expected=%d similar=%d timeout=%s", len(lb.ExpectedOutputs), len(lb.Expect.Similar), lb.Timeout)
+	}
+	wait := rb.BlockByID("wait")
+	if wait.For != "jsonpath={.spec.ipam.pools.allocated[0].pool}=default" || !wait.All {
+		t.Errorf("wait.For = %q", wait.For)
+	}
+	cp := rb.BlockByID("copy")
+	if len(cp.Copies) != 2 || cp.Copies[1].Dst != "/tmp/ca.key" {
+		t.Errorf("copies = %+v", cp.Copies)
+	}
+	if got := string(rb.Source[cp.Span[0]:cp.Span[1]]); !strings.HasPrefix(got, "```bash {#copy") || !strings.HasSuffix(got, "```\n") {
+		t.Errorf("span = %q", got)
+	}
+	if rb.Steps[0].ID != "check-lb" || rb.Steps[0].Title != "로드 밸런서 확인" {
+		t.Errorf("step 0 = %q %q", rb.Steps[0].ID, rb.Steps[0].Title)
+	}
+}
+
+func TestParseAttrs(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // key=value|...
+		err  string
+	}{
+		{`{#a target=local}`, `id=a|target=local`, ""},
+		{`{x="a \"b\" \s"}`, `x=a "b" \s`, ""},
+		{`{re='\d+\.\d+'}`, `re=\d+\.\d+`, ""},
+		{`{flag other=1}`, `flag=true|other=1`, ""},
+		{`{for=jsonpath={.a.b}=c}`, `for=jsonpath={.a.b}=c`, ""},
+		{`{a="x}`, "", "unterminated"},
+		{`{a=}`, "", "missing value"},
+		{`{#}`, "", "followed by an id"},
+		{`{a=1`, "", "missing closing"},
+		{`{a="b"c}`, "", "expected a space"},
+		{`{=x}`, "", "unexpected"},
+	} {
+		attrs, _, err := ParseAttrs(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		var parts []string
+		for _, a := range attrs {
+			parts = append(parts, a.Key+"="+a.Value)
+		}
+		if got := strings.Join(parts, "|"); got != tc.want {
+			t.Errorf("%s: got %s want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCond(t *testing.T) {
+	vals := map[string]string{"A": "x", "B": "true", "C": "false"}
+	for _, tc := range []struct {
+		src  string
+		want bool
+		err  string
+	}{
+		{`A == "x"`, true, ""},
+		{`A != 'x'`, false, ""},
+		{`B && A == "x"`, true, ""},
+		{`C || !B`, false, ""},
+		{`!(C) && (A == "y" || B)`, true, ""},
+		{`"x" == A`, true, ""},
+		{`A = "x"`, false, "use '=='"},
+		{`A ==`, false, "ends too early"},
+		{`(A == "x"`, false, "missing ')'"},
+		{`"lonely"`, false, "string alone"},
+		{``, false, "empty"},
+		{strings.Repeat("!", 100) + "B", false, "too deeply"},
+	} {
+		c, err := ParseCond(tc.src)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err = %v, want %q", tc.src, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.src, err)
+			continue
+		}
+		if got := c.Eval(vals); got != tc.want {
+			t.Errorf("%q = %v", tc.src, got)
+		}
+	}
+}
+
+func TestShellRefs(t *testing.T) {
+	src := `for HOST in $HOSTS; do echo "$HOST ${PORT:-1}"; done
+echo '$SINGLE' # $COMMENT
+read -r ANSWER; echo $ANSWER $lower ${#ARR[@]}
+cat <<'EOF'
+$HEREDOC
+EOF
+X=1 echo $X $Y`
+	refs, assigned := shellRefs(src)
+	var names []string
+	for _, r := range refs {
+		if !assigned[r.Name] {
+			names = append(names, r.Name)
+		}
+	}
+	if got := strings.Join(names, ","); got != "HOSTS,PORT,ARR,Y" {
+		t.Errorf("unassigned refs = %s", got)
+	}
+}
+
+func TestParamValidate(t *testing.T) {
+	for _, tc := range []struct {
+		typ  ParamType
+		v    string
+		ok   bool
+		vals []string
+	}{
+		{TypeHost, "cp0", true, nil}, {TypeHost, "root@10.0.0.1:22", true, nil}, {TypeHost, "a b", false, nil},
+		{TypeHost, "x;rm", false, nil}, {TypeHosts, "cp0, cp1 cp2", true, nil}, {TypeHosts, "", false, nil},
+		{TypeCIDR, "10.0.0.0/8", true, nil}, {TypeCIDR, "10.0.0.0", false, nil}, {TypeInt, "42", true, nil},
+		{TypeInt, "4x", false, nil}, {TypeBool, "yes", false, nil}, {TypeEnum, "b", true, []string{"a", "b"}},
+		{TypeDuration, "5m", true, nil}, {TypeString, `x"; rm -rf ~ #`, true, nil}, {TypeHost, "[::1]:22", true, nil},
+	} {
+		p := &Param{Name: "P", Type: tc.typ, Values: tc.vals}
+		if err := p.Validate(tc.v); (err == nil) != tc.ok {
+			t.Errorf("%s %q: err=%v want ok=%v", tc.typ, tc.v, err, tc.ok)
+		}
+	}
+}
+
+func TestSubstitute(t *testing.T) {
+	got := Substitute("a ${X} $X ${Y} $Z", map[string]string{"X": "1", "Z": "3"}, true)
+	if got != "a 1 $X ${Y} $Z" {
+		t.Errorf("braced only: %q", got)
+	}
+	got = Substitute("a ${X} $X $Z", map[string]string{"X": "1", "Z": "3"}, false)
+	if got != "a 1 1 3" {
+		t.Errorf("all: %q", got)
+	}
+}

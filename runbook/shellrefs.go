@@ -1,0 +1,209 @@
+package runbook
+
+import (
+	"strings"
+)
+
+// reservedEnv are environment variables a shell block may read without
+// declaring them. Parameters may not take these names.
+var reservedEnv = map[string]bool{
+	"HOME": true, "USER": true, "LOGNAME": true, "PATH": true, "PWD": true, "OLDPWD": true, "SHELL": true,
+	"HOSTNAME": true, "UID": true, "EUID": true, "PPID": true, "RANDOM": true, "LINENO": true,
+	"SECONDS": true, "IFS": true, "TERM": true, "LANG": true, "LC_ALL": true, "TMPDIR": true,
+	"KUBECONFIG": true, "SUDO_USER": true, "SSH_AUTH_SOCK": true, "BASH_SOURCE": true,
+	"BASH_VERSION": true, "BASHPID": true, "PIPESTATUS": true, "FUNCNAME": true, "OPTARG": true,
+	"OPTIND": true, "REPLY": true, "BASH_REMATCH": true, "EDITOR": true, "HOSTTYPE": true,
+	"OSTYPE": true, "MACHTYPE": true, "GROUPS": true,
+}
+
+// isReservedEnv also admits CAIRN_*, which the executor sets (CAIRN_HOST…).
+func isReservedEnv(name string) bool {
+	return reservedEnv[name] || strings.HasPrefix(name, "CAIRN_")
+}
+
+// shellRefs scans a bash script for $NAME / ${NAME...} references to upper-case
+// names and for names the script assigns itself. It is a lexer, not a parser:
+// it skips single-quoted text, comments and quoted heredocs, which is where
+// `$X` is not an expansion, and reports byte offsets of each reference.
+func shellRefs(src string) (refs []shellRef, assigned map[string]bool) {
+	assigned = map[string]bool{}
+	inDouble := false
+	wordStart := true
+	var heredocs []string // pending quoted-heredoc delimiters
+	prevWord, prevPrevWord := "", ""
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c == '\n':
+			wordStart = true
+			if len(heredocs) > 0 {
+				i = skipHeredocs(src, i+1, heredocs) - 1
+				heredocs = nil
+			}
+			continue
+		case c == '\\':
+			i++
+			continue
+		case c == '\'' && !inDouble:
+			j := strings.IndexByte(src[i+1:], '\'')
+			if j < 0 {
+				return refs, assigned
+			}
+			i += j + 1
+			wordStart = false
+			continue
+		case c == '"':
+			inDouble = !inDouble
+			wordStart = false
+			continue
+		case c == '#' && !inDouble && wordStart:
+			j := strings.IndexByte(src[i:], '\n')
+			if j < 0 {
+				return refs, assigned
+			}
+			i += j - 1
+			continue
+		case c == '<' && !inDouble && strings.HasPrefix(src[i:], "<<"):
+			rest := strings.TrimLeft(src[i+2:], "-~ \t")
+			if len(rest) > 0 && (rest[0] == '\'' || rest[0] == '"') {
+				q := rest[0]
+				if k := strings.IndexByte(rest[1:], q); k > 0 {
+					heredocs = append(heredocs, rest[1:1+k])
+				}
+			}
+		case c == '$' && i+1 < len(src):
+			j := i + 1
+			if src[j] == '{' {
+				j++
+				if j < len(src) && (src[j] == '#' || src[j] == '!') {
+					j++
+				}
+			}
+			k := j
+			for k < len(src) && (src[k] >= 'A' && src[k] <= 'Z' || src[k] >= '0' && src[k] <= '9' || src[k] == '_' || src[k] >= 'a' && src[k] <= 'z') {
+				k++
+			}
+			name := src[j:k]
+			if name != "" && name[0] >= 'A' && name[0] <= 'Z' && name == strings.ToUpper(name) {
+				refs = append(refs, shellRef{Name: name, Off: i})
+			}
+			wordStart = false
+			i = k - 1
+			continue
+		case c == ' ' || c == '\t' || c == ';' || c == '|' || c == '&' || c == '(' || c == ')' || c == '`':
+			wordStart = true
+			continue
+		}
+		if wordStart && !inDouble && isNameStart(c) {
+			k := i
+			for k < len(src) && (isNameStart(src[k]) || src[k] >= '0' && src[k] <= '9') {
+				k++
+			}
+			word := src[i:k]
+			if k < len(src) && (src[k] == '=' || strings.HasPrefix(src[k:], "+=")) {
+				assigned[word] = true
+			}
+			switch prevWord {
+			case "for", "export", "local", "declare", "readonly", "typeset", "read", "select", "mapfile", "readarray":
+				assigned[word] = true
+			}
+			// read -r -p "..." NAME and similar: any option before the name.
+			if prevPrevWord == "read" || prevPrevWord == "export" || prevPrevWord == "declare" || prevPrevWord == "local" {
+				assigned[word] = true
+			}
+			prevPrevWord, prevWord = prevWord, word
+			i = k - 1
+			wordStart = false
+			continue
+		}
+		if wordStart && c == '-' {
+			// an option such as -r: keep prevWord so "read -r NAME" works.
+			k := i
+			for k < len(src) && src[k] != ' ' && src[k] != '\t' && src[k] != '\n' {
+				k++
+			}
+			i = k - 1
+			wordStart = false
+			continue
+		}
+		wordStart = false
+	}
+	return refs, assigned
+}
+
+type shellRef struct {
+	Name string
+	Off  int
+}
+
+// bodyRefs finds ${NAME} references in a non-shell body (manifests, copy
+// lists, attribute values), where only the braced form is a reference.
+func bodyRefs(src string, bracedOnly bool) []shellRef {
+	var refs []shellRef
+	for i := 0; i < len(src); i++ {
+		if src[i] != '$' || i+1 >= len(src) {
+			continue
+		}
+		j := i + 1
+		braced := src[j] == '{'
+		if braced {
+			j++
+		} else if bracedOnly {
+			continue
+		}
+		k := j
+		for k < len(src) && (src[k] >= 'A' && src[k] <= 'Z' || src[k] >= '0' && src[k] <= '9' || src[k] == '_') {
+			k++
+		}
+		if k == j || src[j] < 'A' || src[j] > 'Z' {
+			continue
+		}
+		if braced && (k >= len(src) || src[k] != '}') {
+			continue
+		}
+		refs = append(refs, shellRef{Name: src[j:k], Off: i})
+	}
+	return refs
+}
+
+// Substitute replaces ${NAME} (and, unless bracedOnly, $NAME) with values[NAME]
+// for the names present in values. Used for kube bodies and attribute values,
+// never for shell text.
+func Substitute(src string, values map[string]string, bracedOnly bool) string {
+	refs := bodyRefs(src, bracedOnly)
+	if len(refs) == 0 {
+		return src
+	}
+	var b strings.Builder
+	last := 0
+	for _, r := range refs {
+		v, ok := values[r.Name]
+		if !ok {
+			continue
+		}
+		b.WriteString(src[last:r.Off])
+		b.WriteString(v)
+		end := r.Off + 1 + len(r.Name)
+		if src[r.Off+1] == '{' {
+			end += 2
+		}
+		last = end
+	}
+	b.WriteString(src[last:])
+	return b.String()
+}
+
+// skipHeredocs returns the offset just past the lines of the pending quoted
+// heredocs that start at off, each ended by a line equal to its delimiter.
+func skipHeredocs(src string, off int, delims []string) int {
+	for _, delim := range delims {
+		for off < len(src) {
+			line, _, _ := strings.Cut(src[off:], "\n")
+			off += len(line) + 1
+			if strings.TrimLeft(line, "\t") == delim {
+				break
+			}
+		}
+	}
+	return min(off, len(src))
+}
