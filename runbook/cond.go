@@ -105,7 +105,7 @@ type (
 	}
 )
 
-func (v condVar) eval(m map[string]string) bool { return m[string(v)] == "true" }
+func (v condVar) eval(m map[string]string) bool  { return m[string(v)] == "true" }
 func (v condVar) str(m map[string]string) string { return m[string(v)] }
 func (v condVar) walk(f func(condNode))          { f(v) }
 func (v condVar) shell() string                  { return fmt.Sprintf(`[ "${%s:-}" = true ]`, string(v)) }

@@ -67,5 +67,5 @@ func (containerParser) Continue(node gastNode, reader text.Reader, pc parser.Con
 }
 
 func (containerParser) Close(gastNode, text.Reader, parser.Context) {}
-func (containerParser) CanInterruptParagraph() bool              { return true }
-func (containerParser) CanAcceptIndentedLine() bool              { return false }
+func (containerParser) CanInterruptParagraph() bool                 { return true }
+func (containerParser) CanAcceptIndentedLine() bool                 { return false }
