@@ -203,6 +203,13 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 
+	// One Up or Down at a time per state directory.
+	unlock, err := lockDir(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
 	if old, err := Open(dir); err == nil {
 		st := old.Status(ctx)
 		if st.Healthy() && old.state.WantKube == !opts.NoKube && old.state.WantSSH == !opts.NoSSH {
@@ -212,7 +219,7 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 		}
 		old.opts.Progress = opts.Progress
 		old.progress("cleaning up a previous sandbox in %s (%s)", dir, st.Summary())
-		if err := old.Down(ctx); err != nil {
+		if err := old.down(ctx); err != nil {
 			return nil, fmt.Errorf("sandbox: clean up previous sandbox in %s: %w", dir, err)
 		}
 	} else if !errors.Is(err, ErrNotRunning) {
@@ -243,7 +250,7 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 		sb.progress("start failed; cleaning up")
 		// Clean up even if ctx was cancelled, bounded by stopProc's own
 		// timeouts.
-		if derr := sb.Down(context.WithoutCancel(ctx)); derr != nil {
+		if derr := sb.down(context.WithoutCancel(ctx)); derr != nil {
 			err = errors.Join(err, fmt.Errorf("clean up: %w", derr))
 		}
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -252,7 +259,7 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	sb.state.Complete = true
 	sb.mu.Unlock()
 	if err := sb.saveState(); err != nil {
-		return nil, errors.Join(fmt.Errorf("sandbox: %w", err), sb.Down(context.WithoutCancel(ctx)))
+		return nil, errors.Join(fmt.Errorf("sandbox: %w", err), sb.down(context.WithoutCancel(ctx)))
 	}
 	sb.progress("sandbox ready in %.1fs (state in %s)", time.Since(start).Seconds(), dir)
 	return sb, nil
@@ -305,6 +312,24 @@ func Open(dir string) (*Sandbox, error) {
 // Down stops every process of the sandbox (waiting for each to exit), removes
 // its network devices, then deletes the state directory. It is idempotent.
 func (sb *Sandbox) Down(ctx context.Context) error {
+	unlock, err := lockDir(ctx, sb.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return sb.down(ctx)
+}
+
+// lockDir serialises Up and Down on one state directory, across processes.
+// The lock file sits beside the directory, which Down removes.
+func lockDir(ctx context.Context, dir string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return lockFile(ctx, dir+".lock")
+}
+
+func (sb *Sandbox) down(ctx context.Context) error {
 	sb.mu.Lock()
 	procs := append([]procState(nil), sb.state.Procs...)
 	sb.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -159,6 +160,7 @@ func TestLoopbackMode(t *testing.T) {
 // or state behind.
 func TestTeardownLeavesNothing(t *testing.T) {
 	dir := t.TempDir() + "/sb"
+	goroutines := runtime.NumGoroutine()
 	sb, err := sandbox.Up(ctxT(t, 3*time.Minute), sandbox.Options{StateDir: dir, DieWithParent: true, Progress: func(m string) { t.Log(m) }})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrMissing) && os.Getenv("CI") != "true" {
@@ -187,7 +189,6 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	s, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +203,17 @@ func TestTeardownLeavesNothing(t *testing.T) {
 
 	if err := sb.Down(ctxT(t, time.Minute)); err != nil {
 		t.Fatal(err)
+	}
+	c.Close()
+	// No goroutine of the sandbox outlives Down (allow a moment for the
+	// closed SSH client's readers to return).
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after Down, %d before:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
 	}
 
 	for _, p := range procs {
