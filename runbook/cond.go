@@ -1,6 +1,7 @@
 package runbook
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -370,4 +371,31 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// MarshalJSON encodes the condition as a tree the page script evaluates:
+// {"var":"X"}, {"str":"a"}, {"op":"==","l":…,"r":…}, {"op":"!","x":…}.
+func (c *Cond) MarshalJSON() ([]byte, error) {
+	if c == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(condJSON(c.root))
+}
+
+func condJSON(n condNode) map[string]any {
+	switch v := n.(type) {
+	case condVar:
+		return map[string]any{"var": string(v)}
+	case condStr:
+		return map[string]any{"str": string(v)}
+	case condNot:
+		return map[string]any{"op": "!", "x": condJSON(v.x)}
+	case condAnd:
+		return map[string]any{"op": "&&", "l": condJSON(v.l), "r": condJSON(v.r)}
+	case condOr:
+		return map[string]any{"op": "||", "l": condJSON(v.l), "r": condJSON(v.r)}
+	case condCmp:
+		return map[string]any{"op": v.op, "l": condJSON(v.l), "r": condJSON(v.r)}
+	}
+	return nil
 }

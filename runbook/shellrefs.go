@@ -207,3 +207,39 @@ func skipHeredocs(src string, off int, delims []string) int {
 	}
 	return min(off, len(src))
 }
+
+// Ref is a parameter reference in text: src[Start:End] is $NAME or ${NAME}.
+type Ref struct {
+	Name       string
+	Start, End int
+}
+
+// FindRefs returns the $NAME and ${NAME} references in src (only ${NAME}
+// when bracedOnly), for display: the site wraps them so the page can fill in
+// values.
+func FindRefs(src string, bracedOnly bool) []Ref {
+	raw := bodyRefs(src, bracedOnly)
+	out := make([]Ref, len(raw))
+	for i, r := range raw {
+		end := r.Off + 1 + len(r.Name)
+		if src[r.Off+1] == '{' {
+			end += 2
+		}
+		out[i] = Ref{Name: r.Name, Start: r.Off, End: end}
+	}
+	return out
+}
+
+// Names returns every parameter and capture name of the runbook.
+func (r *Runbook) Names() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range r.Params {
+		m[p.Name] = true
+	}
+	for _, b := range r.Blocks {
+		for _, c := range b.Captures {
+			m[c.Name] = true
+		}
+	}
+	return m
+}

@@ -2,9 +2,124 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cairn-dev/cairn/site"
 )
 
-func runBuild(ctx context.Context, m *Main, args []string) error {
-	return errors.New("build: not implemented yet")
+const buildExamples = `  # Build content/ into public/
+  cairn build
+
+  # Build another folder for a deployment at its public URL
+  cairn build --content runbooks --out dist --base-url https://docs.example.org/`
+
+// siteFlags are the flags build and serve share.
+type siteFlags struct {
+	content, theme, baseURL string
 }
+
+func (f *siteFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&f.content, "content", "content", "folder of runbooks (.md)")
+	fs.StringVar(&f.theme, "theme", "", "theme folder with layouts/ and assets/ (default: the embedded theme)")
+	fs.StringVar(&f.baseURL, "base-url", "", "absolute URL the site is served at, for sitemap.xml (default http://127.0.0.1:1313/)")
+}
+
+func (f *siteFlags) options(m *Main) (site.Options, error) {
+	opts := site.Options{Content: f.content, BaseURL: f.baseURL}
+	if fi, err := os.Stat(f.content); err != nil || !fi.IsDir() {
+		return opts, &usageError{msg: fmt.Sprintf("--content %s: not a folder", f.content)}
+	}
+	if f.theme != "" {
+		if _, err := os.Stat(filepath.Join(f.theme, "layouts", "base.html")); err != nil {
+			return opts, &usageError{msg: fmt.Sprintf("--theme %s: no layouts/base.html there", f.theme)}
+		}
+		opts.Theme = os.DirFS(f.theme)
+	}
+	return opts, nil
+}
+
+func runBuild(ctx context.Context, m *Main, args []string) error {
+	flags := newFlagSet(m, "build", "build [--content DIR] [--out DIR] [--theme DIR] [--base-url URL]", buildExamples)
+	var sf siteFlags
+	sf.register(flags)
+	out := flags.String("out", "public", "output folder (replaced as a whole when the build succeeds)")
+	quiet := flags.Bool("quiet", false, "print only errors")
+	if err := parseFlags(flags, args); err != nil {
+		return done(err)
+	}
+	if flags.NArg() > 0 {
+		return &usageError{cmd: "build", msg: fmt.Sprintf("unexpected argument %q", flags.Arg(0))}
+	}
+	opts, err := sf.options(m)
+	if err != nil {
+		return err
+	}
+	if err := safeOutDir(*out, sf.content); err != nil {
+		return err
+	}
+	if !*quiet {
+		opts.Progress = m.Stderr
+		fmt.Fprintf(m.Stderr, "building %s → %s\n", sf.content, *out)
+	}
+	b, err := site.New(opts)
+	if err != nil {
+		return err
+	}
+	res, err := b.Build(ctx)
+	if err != nil {
+		return err
+	}
+	if len(res.Diagnostics) > 0 {
+		for _, d := range res.Diagnostics {
+			fmt.Fprintln(m.Stderr, d.String())
+		}
+		fmt.Fprintf(m.Stderr, "build failed: %d problems; %s left as it was\n", len(res.Diagnostics), *out)
+		return errSilent
+	}
+	if err := site.WriteDir(*out, res.Files); err != nil {
+		return err
+	}
+	if !*quiet {
+		fmt.Fprintf(m.Stderr, "built %d runbooks, %d steps in %d ms (%d files)\n",
+			len(res.Runbooks), res.Steps, res.Duration.Milliseconds(), len(res.Files))
+	}
+	return nil
+}
+
+// safeOutDir refuses output folders that would swallow the sources.
+func safeOutDir(out, content string) error {
+	absOut, err1 := filepath.Abs(out)
+	absContent, err2 := filepath.Abs(content)
+	wd, err3 := os.Getwd()
+	if err := firstErr(err1, err2, err3); err != nil {
+		return err
+	}
+	if absOut == wd || absOut == filepath.Dir(absOut) || strings.HasPrefix(absContent+string(filepath.Separator), absOut+string(filepath.Separator)) {
+		return &usageError{cmd: "build", msg: fmt.Sprintf("--out %s would replace the sources; choose a separate folder such as public", out)}
+	}
+	if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+		// Only replace folders that look like a previous build (or are empty).
+		entries, _ := os.ReadDir(out)
+		if len(entries) > 0 {
+			if _, err := os.Stat(filepath.Join(out, "index.html")); err != nil {
+				return &usageError{cmd: "build", msg: fmt.Sprintf("--out %s exists and is not a cairn site (no index.html); refusing to replace it", out)}
+			}
+		}
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+

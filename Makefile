@@ -1,0 +1,42 @@
+# Cairn. `make run` serves the bundled runbooks; `make test` runs every test.
+GO       ?= go
+BIN      := bin/cairn
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.Version=$(VERSION)
+PORT     ?= 1313
+
+.PHONY: all build run test test-unit check fmt vet bench clean fuzz
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/cairn
+
+## run: build and serve the bundled runbooks on http://127.0.0.1:$(PORT) (or the next free port)
+run: build
+	./$(BIN) serve --port $(PORT)
+
+## test: vet, check the bundled content, and run all tests
+test: vet
+	$(GO) run ./cmd/cairn check content
+	$(GO) test -count=1 -timeout 40m ./...
+
+test-unit:
+	$(GO) test -short ./...
+
+check:
+	$(GO) run ./cmd/cairn check content
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+## fuzz: run each fuzz target briefly
+fuzz:
+	for t in FuzzParse FuzzParseAttrs FuzzParseCond FuzzShellRefs; do \
+		$(GO) test ./runbook -run '^$$' -fuzz "^$$t$$" -fuzztime 30s || exit 1; done
+
+clean:
+	rm -rf bin public

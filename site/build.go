@@ -1,0 +1,584 @@
+// Package site renders a set of runbooks into a static, self-contained
+// documentation site: one page per runbook, an index, a 404 page, a sitemap,
+// a search index and the theme's assets.
+package site
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alecthomas/chroma/v2/formatters/html"
+	"github.com/alecthomas/chroma/v2/styles"
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/extension"
+
+	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/themes"
+)
+
+// Options configure a Builder.
+type Options struct {
+	Content  string // content folder
+	Theme    fs.FS  // nil: the embedded default theme
+	BaseURL  string // absolute site URL for sitemap.xml; default http://127.0.0.1:1313/
+	Title    string // site title; default "Cairn"
+	Progress io.Writer
+	Dev      bool // pages load the live-reload script (cairn serve)
+	// Decorate lets the executor add recorded results to the page data
+	// before templates run. May be nil.
+	Decorate func(rb *runbook.Runbook, page *Page)
+}
+
+// Builder renders a site and keeps what it rendered, so that a change to one
+// runbook re-renders only that page (and navigation when it must).
+type Builder struct {
+	opts  Options
+	theme *theme
+	md    goldmark.Markdown
+
+	mu       sync.Mutex
+	runbooks map[string]*entry // by path
+}
+
+// entry is one runbook's latest good parse and render.
+type entry struct {
+	rb      *runbook.Runbook
+	content template.HTML
+	search  []SearchEntry
+	nav     string // navigation fingerprint: title, slug, weight, steps
+	diags   runbook.Diagnostics
+}
+
+// Result is what a build produced.
+type Result struct {
+	Files       map[string][]byte // site-relative path -> content
+	Runbooks    []*runbook.Runbook
+	Steps       int
+	Rendered    int // pages rendered in this build (all on a full build)
+	Diagnostics runbook.Diagnostics
+	Duration    time.Duration
+}
+
+// New loads the theme and returns a Builder.
+func New(opts Options) (*Builder, error) {
+	if opts.Theme == nil {
+		opts.Theme = themes.Default()
+	}
+	if opts.BaseURL == "" {
+		opts.BaseURL = "http://127.0.0.1:1313/"
+	}
+	if !strings.HasSuffix(opts.BaseURL, "/") {
+		opts.BaseURL += "/"
+	}
+	if opts.Title == "" {
+		opts.Title = "Cairn"
+	}
+	th, err := loadTheme(opts.Theme)
+	if err != nil {
+		return nil, err
+	}
+	return &Builder{
+		opts:     opts,
+		theme:    th,
+		md:       goldmark.New(goldmark.WithExtensions(extension.GFM)),
+		runbooks: map[string]*entry{},
+	}, nil
+}
+
+// ReloadTheme re-reads templates and assets (after a theme file changed).
+func (b *Builder) ReloadTheme() error {
+	th, err := loadTheme(b.opts.Theme)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.theme = th
+	b.mu.Unlock()
+	return nil
+}
+
+// Build parses and renders every runbook of the content folder.
+func (b *Builder) Build(ctx context.Context) (*Result, error) {
+	start := time.Now()
+	paths, err := listContent(b.opts.Content)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.runbooks = map[string]*entry{}
+	b.mu.Unlock()
+	if err := b.parseAndRender(ctx, paths); err != nil {
+		return nil, err
+	}
+	res, err := b.assemble(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// Update re-parses the given runbook files (added, changed or removed) and
+// re-renders what depends on them. A broken file keeps its last good page;
+// its problems are in Result.Diagnostics.
+func (b *Builder) Update(ctx context.Context, changed []string) (*Result, error) {
+	start := time.Now()
+	b.mu.Lock()
+	oldNav := b.navFingerprint()
+	b.mu.Unlock()
+	var present []string
+	for _, p := range changed {
+		if fileExists(p) {
+			present = append(present, p)
+		} else {
+			b.mu.Lock()
+			delete(b.runbooks, p)
+			b.mu.Unlock()
+		}
+	}
+	if err := b.parseAndRender(ctx, present); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	navChanged := b.navFingerprint() != oldNav
+	b.mu.Unlock()
+	only := map[string]bool{}
+	if !navChanged {
+		for _, p := range present {
+			only[p] = true
+		}
+	}
+	res, err := b.assemble(ctx, only)
+	if err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func (b *Builder) navFingerprint() string {
+	keys := make([]string, 0, len(b.runbooks))
+	for k, e := range b.runbooks {
+		keys = append(keys, k+"\x00"+e.nav)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, "\x01")
+}
+
+// parseAndRender parses and renders the Markdown of the given files in
+// parallel. A file that fails to parse keeps its previous good entry.
+func (b *Builder) parseAndRender(ctx context.Context, paths []string) error {
+	type job struct {
+		i    int
+		path string
+	}
+	results := make([]*entry, len(paths))
+	errs := make([]error, len(paths))
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(paths)))
+	var done int
+	var doneMu sync.Mutex
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				results[j.i], errs[j.i] = b.renderOne(j.path)
+				doneMu.Lock()
+				done++
+				if b.opts.Progress != nil && (done%50 == 0 || done == len(paths)) && len(paths) > 20 {
+					fmt.Fprintf(b.opts.Progress, "\rrendering %d/%d runbooks", done, len(paths))
+					if done == len(paths) {
+						fmt.Fprintln(b.opts.Progress)
+					}
+				}
+				doneMu.Unlock()
+			}
+		}()
+	}
+feed:
+	for i, p := range paths {
+		select {
+		case jobs <- job{i, p}:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, p := range paths {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		e := results[i]
+		if len(e.diags) > 0 {
+			if old, ok := b.runbooks[p]; ok && old.rb != nil && len(old.diags) == 0 {
+				old.diags = e.diags
+				continue
+			}
+		}
+		b.runbooks[p] = e
+	}
+	return nil
+}
+
+func (b *Builder) renderOne(path string) (*entry, error) {
+	src, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read runbook: %w", err)
+	}
+	rb, err := runbook.Parse(path, src)
+	e := &entry{rb: rb}
+	var ds runbook.Diagnostics
+	if errors.As(err, &ds) {
+		e.diags = ds
+		return e, nil
+	} else if err != nil {
+		return nil, err
+	}
+	t := stringsFor(rb.Meta.Lang)
+	html, err := renderBody(rb, t)
+	if err != nil {
+		return nil, err
+	}
+	e.content = template.HTML(html)
+	e.search = searchEntries(rb)
+	var nav strings.Builder
+	fmt.Fprintf(&nav, "%s|%s|%d|%s|%s|%s", rb.Slug, rb.Meta.Title, rb.Meta.Weight, rb.Meta.Lang, rb.Meta.Summary, rb.Meta.Duration)
+	for _, s := range rb.Steps {
+		fmt.Fprintf(&nav, "|%s=%s", s.ID, s.Title)
+	}
+	e.nav = nav.String()
+	return e, nil
+}
+
+// assemble runs the templates. only, when not empty, limits runbook pages
+// to those files; the index, search index and sitemap are always redone.
+func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, error) {
+	b.mu.Lock()
+	th := b.theme
+	var good []*entry
+	res := &Result{Files: map[string][]byte{}}
+	for _, e := range b.runbooks {
+		res.Diagnostics = append(res.Diagnostics, e.diags...)
+		if e.content != "" {
+			good = append(good, e)
+		}
+	}
+	b.mu.Unlock()
+	res.Diagnostics.Sort()
+	sort.Slice(good, func(i, j int) bool {
+		a, c := good[i].rb, good[j].rb
+		if a.Meta.Weight != c.Meta.Weight {
+			return a.Meta.Weight < c.Meta.Weight
+		}
+		if a.Meta.Title != c.Meta.Title {
+			return a.Meta.Title < c.Meta.Title
+		}
+		return a.Path < c.Path
+	})
+	// Two good runbooks may not share a slug.
+	seen := map[string]string{}
+	kept := good[:0]
+	for _, e := range good {
+		if prev, dup := seen[e.rb.Slug]; dup {
+			res.Diagnostics = append(res.Diagnostics, runbook.Diagnostic{File: e.rb.Path, Pos: runbook.Pos{Line: 1},
+				Msg: fmt.Sprintf("slug %q is already used by %s; set another slug in the front matter", e.rb.Slug, prev)})
+			continue
+		}
+		seen[e.rb.Slug] = e.rb.Path
+		kept = append(kept, e)
+	}
+	good = kept
+	site := &SiteData{Title: b.opts.Title, Lang: siteLang(good)}
+	for _, e := range good {
+		site.Runbooks = append(site.Runbooks, summaryOf(e.rb, stringsFor(e.rb.Meta.Lang)))
+		res.Runbooks = append(res.Runbooks, e.rb)
+		res.Steps += len(e.rb.Steps)
+	}
+	for _, e := range good {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(only) > 0 && !only[e.rb.Path] {
+			continue
+		}
+		page := b.runbookPage(site, e)
+		if b.opts.Decorate != nil {
+			b.opts.Decorate(e.rb, page)
+		}
+		out, err := th.execute("runbook", page)
+		if err != nil {
+			return nil, fmt.Errorf("%s: template runbook.html: %w", e.rb.Path, err)
+		}
+		res.Files[e.rb.Slug+"/index.html"] = out
+		res.Rendered++
+	}
+	t := stringsFor(site.Lang)
+	for _, kind := range []string{"index", "404"} {
+		page := &Page{Site: site, Lang: site.Lang, T: t, Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
+		if kind == "404" {
+			// Served for any missing path, so links must be absolute.
+			page.Root = "/"
+			page.Title = t["page_not_found"]
+		}
+		out, err := th.execute(kind, page)
+		if err != nil {
+			return nil, fmt.Errorf("template %s.html: %w", kind, err)
+		}
+		name := "index.html"
+		if kind == "404" {
+			name = "404.html"
+		}
+		res.Files[name] = out
+	}
+	var search []SearchEntry
+	for _, e := range good {
+		search = append(search, e.search...)
+	}
+	js, err := json.Marshal(search)
+	if err != nil {
+		return nil, err
+	}
+	res.Files["search.json"] = js
+	res.Files["search.js"] = append(append([]byte("window.CAIRN_SEARCH="), js...), ";\n"...)
+	res.Files["sitemap.xml"] = sitemap(b.opts.BaseURL, good)
+	for name, data := range th.assets {
+		res.Files[path.Join("assets", name)] = data
+	}
+	res.Files["assets/chroma.css"] = th.chromaCSS
+	return res, nil
+}
+
+func (b *Builder) runbookPage(site *SiteData, e *entry) *Page {
+	rb := e.rb
+	t := stringsFor(rb.Meta.Lang)
+	rd := &RunbookData{
+		Slug: rb.Slug, Title: rb.Meta.Title, Summary: rb.Meta.Summary, Tags: rb.Meta.Tags,
+		Duration: durationText(rb.Meta.Duration, t), Hash: rb.Hash, Content: e.content, Requires: rb.Meta.Requires,
+		Path: rb.Path,
+	}
+	for _, p := range rb.Meta.Prerequisites {
+		rd.Prerequisites = append(rd.Prerequisites, template.HTML(inlineMarkdown(b.md, p)))
+	}
+	for _, p := range rb.Params {
+		pd := ParamData{Name: p.Name, Label: p.Label(), Description: p.Description, Type: string(p.Type),
+			Default: p.Default, Values: p.Values, Secret: p.Secret, Required: p.Required, Group: p.Group}
+		if p.Pattern != nil {
+			pd.Pattern = p.Pattern.String()
+		}
+		rd.Params = append(rd.Params, pd)
+	}
+	rd.Steps = stepsOf(rb)
+	page := &Page{Site: site, Lang: rb.Meta.Lang, T: t, Root: "../", Kind: "runbook", Runbook: rd, Dev: b.opts.Dev, Title: rb.Meta.Title}
+	page.JSON = pageJSON(rb)
+	return page
+}
+
+func siteLang(good []*entry) string {
+	if len(good) == 0 {
+		return "en"
+	}
+	for _, e := range good {
+		if e.rb.Meta.Lang != good[0].rb.Meta.Lang {
+			return "en"
+		}
+	}
+	return good[0].rb.Meta.Lang
+}
+
+func durationText(d time.Duration, t Strings) string {
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d%s", int(d.Minutes()+0.5), t["minutes"])
+}
+
+func stepsOf(rb *runbook.Runbook) []StepData {
+	out := make([]StepData, len(rb.Steps))
+	for i, s := range rb.Steps {
+		out[i] = StepData{ID: s.ID, Number: s.Number, Title: s.Title}
+		if s.When != nil {
+			out[i].When = s.When.Src
+		}
+	}
+	return out
+}
+
+func summaryOf(rb *runbook.Runbook, t Strings) RunbookSummary {
+	return RunbookSummary{Slug: rb.Slug, Title: rb.Meta.Title, Summary: rb.Meta.Summary, Tags: rb.Meta.Tags,
+		Lang: rb.Meta.Lang, Duration: durationText(rb.Meta.Duration, t), Steps: stepsOf(rb)}
+}
+
+// pageJSON is what the page script needs to know about the runbook.
+func pageJSON(rb *runbook.Runbook) template.JS {
+	type blockJSON struct {
+		Hash     string        `json:"hash"`
+		Target   string        `json:"target"`
+		Step     string        `json:"step,omitempty"`
+		Refs     []string      `json:"refs,omitempty"`
+		Confirm  bool          `json:"confirm,omitempty"`
+		When     *runbook.Cond `json:"when,omitempty"`
+		Captures []string      `json:"captures,omitempty"`
+	}
+	type paramJSON struct {
+		Name    string   `json:"name"`
+		Type    string   `json:"type"`
+		Default string   `json:"default,omitempty"`
+		Values  []string `json:"values,omitempty"`
+		Pattern string   `json:"pattern,omitempty"`
+		Secret  bool     `json:"secret,omitempty"`
+		Req     bool     `json:"required,omitempty"`
+	}
+	out := struct {
+		Slug   string               `json:"slug"`
+		Hash   string               `json:"hash"`
+		Lang   string               `json:"lang"`
+		Params []paramJSON          `json:"params"`
+		Blocks map[string]blockJSON `json:"blocks"`
+	}{Slug: rb.Slug, Hash: rb.Hash, Lang: rb.Meta.Lang, Params: []paramJSON{}, Blocks: map[string]blockJSON{}}
+	for _, p := range rb.Params {
+		pj := paramJSON{Name: p.Name, Type: string(p.Type), Default: p.Default, Values: p.Values, Secret: p.Secret, Req: p.Required}
+		if p.Pattern != nil {
+			pj.Pattern = p.Pattern.String()
+		}
+		out.Params = append(out.Params, pj)
+	}
+	for _, b := range rb.Blocks {
+		if !b.Executable() {
+			continue
+		}
+		bj := blockJSON{Hash: b.Hash, Target: string(b.Target), Refs: b.Refs, Confirm: b.Confirm, When: b.When}
+		if b.Step != nil {
+			bj.Step = b.Step.ID
+		}
+		for _, c := range b.Captures {
+			bj.Captures = append(bj.Captures, c.Name)
+		}
+		out.Blocks[b.ID] = bj
+	}
+	j, _ := json.Marshal(out)
+	return template.JS(j)
+}
+
+func sitemap(base string, good []*entry) []byte {
+	var buf bytes.Buffer
+	buf.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
+	buf.WriteString(`<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">` + "\n")
+	fmt.Fprintf(&buf, "  <url><loc>%s</loc></url>\n", template.HTMLEscapeString(base))
+	for _, e := range good {
+		fmt.Fprintf(&buf, "  <url><loc>%s%s/</loc></url>\n", template.HTMLEscapeString(base), template.HTMLEscapeString(e.rb.Slug))
+	}
+	buf.WriteString("</urlset>\n")
+	return buf.Bytes()
+}
+
+// theme is a loaded theme: parsed templates per page kind and asset bytes.
+type theme struct {
+	pages     map[string]*template.Template
+	assets    map[string][]byte
+	chromaCSS []byte
+}
+
+func loadTheme(fsys fs.FS) (*theme, error) {
+	th := &theme{pages: map[string]*template.Template{}, assets: map[string][]byte{}}
+	base, err := fs.ReadFile(fsys, "layouts/base.html")
+	if err != nil {
+		return nil, fmt.Errorf("theme: %w (a theme needs layouts/base.html)", err)
+	}
+	for _, kind := range []string{"runbook", "index", "404"} {
+		body, err := fs.ReadFile(fsys, "layouts/"+kind+".html")
+		if err != nil {
+			return nil, fmt.Errorf("theme: %w", err)
+		}
+		t, err := template.New("base.html").Funcs(templateFuncs).Parse(string(base))
+		if err != nil {
+			return nil, fmt.Errorf("theme: layouts/base.html: %w", err)
+		}
+		if _, err := t.New(kind + ".html").Parse(string(body)); err != nil {
+			return nil, fmt.Errorf("theme: layouts/%s.html: %w", kind, err)
+		}
+		th.pages[kind] = t
+	}
+	err = fs.WalkDir(fsys, "assets", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == "assets" {
+				return fs.SkipDir
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		th.assets[strings.TrimPrefix(p, "assets/")] = data
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("theme assets: %w", err)
+	}
+	th.chromaCSS, err = chromaCSS()
+	if err != nil {
+		return nil, err
+	}
+	return th, nil
+}
+
+func (th *theme) execute(kind string, page *Page) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := th.pages[kind].ExecuteTemplate(&buf, "base.html", page); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+var templateFuncs = template.FuncMap{
+	"add": func(a, b int) int { return a + b },
+	"join": func(sep string, s []string) string {
+		return strings.Join(s, sep)
+	},
+}
+
+// chromaCSS is the syntax-highlighting stylesheet: light rules, and dark
+// rules scoped under [data-theme="dark"].
+func chromaCSS() ([]byte, error) {
+	f := html.New(html.WithClasses(true))
+	var light, dark bytes.Buffer
+	if err := f.WriteCSS(&light, styles.Get("github")); err != nil {
+		return nil, err
+	}
+	if err := f.WriteCSS(&dark, styles.Get("github-dark")); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.WriteString("/* Generated by cairn from chroma's github and github-dark styles. */\n")
+	out.Write(light.Bytes())
+	for _, line := range strings.Split(dark.String(), "\n") {
+		if i := strings.Index(line, "*/ "); i >= 0 {
+			line = line[:i+3] + `[data-theme="dark"] ` + line[i+3:]
+		}
+		out.WriteString(line + "\n")
+	}
+	return out.Bytes(), nil
+}

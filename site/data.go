@@ -1,0 +1,69 @@
+package site
+
+import (
+	"html/template"
+
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// Page is the data every template gets (see docs/theme.md).
+type Page struct {
+	Site    *SiteData
+	Lang    string
+	T       Strings
+	Root    string // relative path to the site root
+	Kind    string // runbook, index, 404
+	Title   string
+	Runbook *RunbookData
+	JSON    template.JS
+	Dev     bool
+	// Executor is set when a local executor serves the page: its base URL.
+	Executor string
+	// Extra holds HTML a decorator adds at the end of <body>.
+	Extra template.HTML
+}
+
+// SiteData describes the whole site for navigation.
+type SiteData struct {
+	Title    string
+	Lang     string
+	Runbooks []RunbookSummary
+}
+
+// RunbookSummary is one runbook in navigation and on the index.
+type RunbookSummary struct {
+	Slug, Title, Summary string
+	Tags                 []string
+	Lang                 string
+	Duration             string
+	Steps                []StepData
+}
+
+// RunbookData is the runbook a page shows.
+type RunbookData struct {
+	Slug, Title, Summary string
+	Path                 string
+	Tags                 []string
+	Duration             string
+	Prerequisites        []template.HTML
+	Params               []ParamData
+	Steps                []StepData
+	Hash                 string
+	Content              template.HTML
+	Requires             runbook.Requires
+}
+
+// ParamData is one parameter for the form.
+type ParamData struct {
+	Name, Label, Description, Type, Default, Pattern, Group string
+	Values                                                  []string
+	Secret, Required                                        bool
+}
+
+// StepData is one step for the table of contents.
+type StepData struct {
+	ID     string
+	Number int
+	Title  string
+	When   string
+}

@@ -1,0 +1,63 @@
+package site
+
+// Strings are the UI strings of one language, by key.
+type Strings map[string]string
+
+// uiStrings holds every UI string in Korean and English. Both maps must have
+// the same keys; TestStringsComplete checks that.
+var uiStrings = map[string]Strings{
+	"ko": {
+		"copy": "복사", "copied": "복사됨", "run": "실행", "mark_done": "완료 표시",
+		"run_disabled": "실행하려면 로컬 실행기를 켜세요: cairn serve 또는 cairn daemon",
+		"search":       "검색", "search_placeholder": "런북 검색 (/)", "no_results": "결과가 없어요",
+		"params": "매개변수", "params_hint": "값을 입력하면 아래 명령에 바로 반영돼요. 비밀 값은 저장되지 않아요.",
+		"steps": "단계", "progress": "진행", "reset": "진행 초기화", "reset_confirm": "체크한 단계를 모두 지울까요?",
+		"toc": "이 페이지의 단계", "expected_output": "예상 출력", "expected_output_checked": "예상 출력 (비슷하면 통과)",
+		"recorded_output": "검증된 출력", "theme_toggle": "밝게/어둡게", "menu": "메뉴",
+		"skip_to_content": "본문으로 건너뛰기", "prerequisites": "사전 준비", "duration": "예상 소요 시간",
+		"tags": "태그", "not_applicable": "선택한 값에는 해당하지 않아요", "required": "필수",
+		"invalid": "값이 올바르지 않아요", "note": "참고", "tip": "팁", "caution": "주의", "warning": "경고",
+		"captures": "캡처", "expectations": "기대 결과", "all_runbooks": "모든 런북",
+		"page_not_found": "페이지를 찾을 수 없어요", "back_home": "처음으로", "confirm_needed": "실행 전에 확인이 필요해요",
+		"flag_confirm": "확인 필요", "secret": "비밀",
+		"target_local": "이 컴퓨터에서 실행", "target_ssh": "SSH로 원격 호스트에서 실행",
+		"target_kube": "쿠버네티스 API로 실행", "target_manual": "사람이 직접 하는 단계",
+		"step_done_label": "%d단계 완료", "link_to_step": "이 단계로 가는 링크",
+		"expect_exit": "종료 코드", "expect_any_exit": "종료 코드는 상관없음", "expect_contains": "출력에 포함:",
+		"expect_not_contains": "출력에 없음:", "expect_match": "출력이 정규식과 일치:", "expect_jsonpath": "JSONPath 조건:",
+		"expect_count": "객체 수:", "expect_wait": "조건이 될 때까지 대기:", "expect_similar": "예상 출력과 비슷해야 함",
+		"runbooks": "런북", "index_intro": "단계별로 따라 하며 실행하고 검증하는 쿠버네티스 운영 런북이에요.",
+		"minutes": "분", "step_count": "%d단계", "default": "기본값", "build_error": "런북에 문제가 있어요",
+	},
+	"en": {
+		"copy": "Copy", "copied": "Copied", "run": "Run", "mark_done": "Mark done",
+		"run_disabled": "Start the local executor to run steps: cairn serve or cairn daemon",
+		"search":       "Search", "search_placeholder": "Search runbooks (/)", "no_results": "No results",
+		"params": "Parameters", "params_hint": "Values you enter fill in the commands below. Secret values are never stored.",
+		"steps": "Steps", "progress": "Progress", "reset": "Reset progress", "reset_confirm": "Clear every ticked step?",
+		"toc": "Steps on this page", "expected_output": "Expected output", "expected_output_checked": "Expected output (checked: similar)",
+		"recorded_output": "Verified output", "theme_toggle": "Light/dark", "menu": "Menu",
+		"skip_to_content": "Skip to content", "prerequisites": "Prerequisites", "duration": "Estimated time",
+		"tags": "Tags", "not_applicable": "Does not apply to the chosen values", "required": "required",
+		"invalid": "Invalid value", "note": "Note", "tip": "Tip", "caution": "Caution", "warning": "Warning",
+		"captures": "Captures", "expectations": "Expectations", "all_runbooks": "All runbooks",
+		"page_not_found": "Page not found", "back_home": "Back to the start", "confirm_needed": "Needs confirmation before it runs",
+		"flag_confirm": "confirm", "secret": "secret",
+		"target_local": "Runs on this machine", "target_ssh": "Runs on remote hosts over SSH",
+		"target_kube": "Runs against the Kubernetes API", "target_manual": "A step a person does",
+		"step_done_label": "Step %d done", "link_to_step": "Link to this step",
+		"expect_exit": "Exit code", "expect_any_exit": "Any exit code", "expect_contains": "Output contains",
+		"expect_not_contains": "Output lacks", "expect_match": "Output matches", "expect_jsonpath": "JSONPath holds",
+		"expect_count": "Object count", "expect_wait": "Waits until", "expect_similar": "Output is similar to the expected output",
+		"runbooks": "Runbooks", "index_intro": "Guided Kubernetes runbooks you follow step by step, run and verify.",
+		"minutes": "min", "step_count": "%d steps", "default": "default", "build_error": "A runbook has problems",
+	},
+}
+
+// stringsFor returns the UI strings for lang, falling back to English.
+func stringsFor(lang string) Strings {
+	if s, ok := uiStrings[lang]; ok {
+		return s
+	}
+	return uiStrings["en"]
+}

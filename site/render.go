@@ -1,0 +1,494 @@
+package site
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/chroma/v2"
+	"github.com/alecthomas/chroma/v2/lexers"
+	"github.com/yuin/goldmark"
+	gast "github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/renderer"
+	ghtml "github.com/yuin/goldmark/renderer/html"
+	"github.com/yuin/goldmark/util"
+
+	"github.com/cairn-dev/cairn/runbook"
+	rbast "github.com/cairn-dev/cairn/runbook/ast"
+)
+
+// rendererPriority puts Cairn's node renderers ahead of goldmark's HTML
+// renderer (priority 1000), so ours win for the kinds both register.
+const rendererPriority = 100
+
+// nodeRenderer renders the nodes of package runbook/ast for one runbook page.
+type nodeRenderer struct {
+	rb      *runbook.Runbook
+	t       Strings
+	names   map[string]bool
+	inStep  bool
+	hashPfx string
+}
+
+// renderBody renders a parsed runbook's Markdown body to HTML.
+func renderBody(rb *runbook.Runbook, t Strings) ([]byte, error) {
+	nr := &nodeRenderer{rb: rb, t: t, names: rb.Names()}
+	r := renderer.NewRenderer(renderer.WithNodeRenderers(
+		util.Prioritized(ghtml.NewRenderer(), 1000),
+		util.Prioritized(extension.NewTableHTMLRenderer(), 500),
+		util.Prioritized(extension.NewStrikethroughHTMLRenderer(), 500),
+		util.Prioritized(extension.NewTaskCheckBoxHTMLRenderer(), 500),
+		util.Prioritized(nr, rendererPriority),
+	))
+	var buf bytes.Buffer
+	if err := r.Render(&buf, rb.Body, rb.Doc); err != nil {
+		return nil, fmt.Errorf("%s: render: %w", rb.Path, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// RegisterFuncs implements renderer.NodeRenderer.
+func (r *nodeRenderer) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
+	reg.Register(gast.KindDocument, r.document)
+	reg.Register(rbast.KindStep, r.step)
+	reg.Register(rbast.KindCodeBlock, r.codeBlock)
+	reg.Register(rbast.KindContainer, r.container)
+	reg.Register(gast.KindHeading, r.heading)
+}
+
+func (r *nodeRenderer) document(w util.BufWriter, _ []byte, _ gast.Node, entering bool) (gast.WalkStatus, error) {
+	if !entering && r.inStep {
+		w.WriteString("</section>\n")
+		r.inStep = false
+	}
+	return gast.WalkContinue, nil
+}
+
+// heading gives deeper headings ids so they can be linked (steps are h2).
+func (r *nodeRenderer) heading(w util.BufWriter, src []byte, node gast.Node, entering bool) (gast.WalkStatus, error) {
+	n := node.(*gast.Heading)
+	level := min(n.Level+1, 6) // the page title is the only h1; a Markdown # becomes h2.
+	if n.Level >= 3 {
+		level = n.Level
+	}
+	if entering {
+		fmt.Fprintf(w, "<h%d>", level)
+	} else {
+		fmt.Fprintf(w, "</h%d>\n", level)
+	}
+	return gast.WalkContinue, nil
+}
+
+func (r *nodeRenderer) step(w util.BufWriter, _ []byte, node gast.Node, entering bool) (gast.WalkStatus, error) {
+	n := node.(*rbast.Step)
+	st := r.rb.Steps[n.Index]
+	if entering {
+		if r.inStep {
+			w.WriteString("</section>\n")
+		}
+		r.inStep = true
+		id := html.EscapeString(st.ID)
+		fmt.Fprintf(w, `<section class="step" id="%s" data-step="%s"`, id, id)
+		writeWhen(w, st.When)
+		w.WriteString(">\n")
+		fmt.Fprintf(w, `<h2 class="step-title"><input type="checkbox" class="step-done" data-step="%s" aria-label="%s"> <span class="step-num">%d</span> <span class="step-text">`,
+			id, html.EscapeString(fmt.Sprintf(r.t["step_done_label"], st.Number)), st.Number)
+		return gast.WalkContinue, nil
+	}
+	fmt.Fprintf(w, `</span> <a class="anchor" href="#%s" aria-label="%s">#</a></h2>`+"\n", html.EscapeString(st.ID), html.EscapeString(r.t["link_to_step"]))
+	return gast.WalkContinue, nil
+}
+
+func writeWhen(w util.BufWriter, c *runbook.Cond) {
+	if c == nil {
+		return
+	}
+	j, _ := json.Marshal(c)
+	fmt.Fprintf(w, ` data-when="%s" data-when-src="%s"`, html.EscapeString(string(j)), html.EscapeString(c.Src))
+}
+
+func (r *nodeRenderer) container(w util.BufWriter, src []byte, node gast.Node, entering bool) (gast.WalkStatus, error) {
+	n := node.(*rbast.Container)
+	switch n.Name {
+	case "tabs":
+		if !entering {
+			w.WriteString("</div>\n")
+			return gast.WalkContinue, nil
+		}
+		fmt.Fprintf(w, `<div class="tabs" data-group="%d"`, n.Group)
+		if n.Param != "" {
+			fmt.Fprintf(w, ` data-param="%s"`, html.EscapeString(n.Param))
+		}
+		w.WriteString(">\n<div class=\"tab-list\" role=\"tablist\">")
+		i := 0
+		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+			tab, ok := c.(*rbast.Container)
+			if !ok || tab.Name != "tab" {
+				continue
+			}
+			sel, tabindex := "false", "-1"
+			if i == 0 {
+				sel, tabindex = "true", "0"
+			}
+			fmt.Fprintf(w, `<button type="button" class="tab" role="tab" id="tab-%d-%d" aria-controls="panel-%d-%d" aria-selected="%s" tabindex="%s" data-value="%s">%s</button>`,
+				n.Group, i, n.Group, i, sel, tabindex, html.EscapeString(tab.Value), html.EscapeString(tab.Title))
+			i++
+		}
+		w.WriteString("</div>\n")
+		return gast.WalkContinue, nil
+	case "tab":
+		if !entering {
+			w.WriteString("</div>\n")
+			return gast.WalkContinue, nil
+		}
+		i := 0
+		if p := n.Parent(); p != nil {
+			for c := p.FirstChild(); c != nil && c != gast.Node(n); c = c.NextSibling() {
+				if t, ok := c.(*rbast.Container); ok && t.Name == "tab" {
+					i++
+				}
+			}
+		}
+		hidden := ""
+		if i > 0 {
+			hidden = " hidden"
+		}
+		fmt.Fprintf(w, `<div class="tab-panel" role="tabpanel" id="panel-%d-%d" aria-labelledby="tab-%d-%d" data-value="%s"%s>`+"\n",
+			n.Group, i, n.Group, i, html.EscapeString(n.Value), hidden)
+		return gast.WalkContinue, nil
+	default:
+		if !entering {
+			w.WriteString("</aside>\n")
+			return gast.WalkContinue, nil
+		}
+		title := n.Title
+		if title == "" {
+			title = r.t[n.Name]
+		}
+		fmt.Fprintf(w, `<aside class="admonition admonition-%s" role="note"><p class="admonition-title">%s</p>`+"\n",
+			html.EscapeString(n.Name), html.EscapeString(title))
+		return gast.WalkContinue, nil
+	}
+}
+
+func (r *nodeRenderer) codeBlock(w util.BufWriter, src []byte, node gast.Node, entering bool) (gast.WalkStatus, error) {
+	if !entering {
+		return gast.WalkContinue, nil
+	}
+	b := r.rb.Blocks[node.(*rbast.CodeBlock).Index]
+	switch b.Role {
+	case runbook.RoleExpected:
+		r.expected(w, b)
+	case runbook.RoleOutput:
+		r.recorded(w, b)
+	case runbook.RoleExec:
+		r.exec(w, b)
+	default:
+		w.WriteString(`<div class="cb cb-display"><div class="cb-head">`)
+		if b.Title != "" {
+			fmt.Fprintf(w, `<span class="cb-title">%s</span>`, html.EscapeString(b.Title))
+		}
+		fmt.Fprintf(w, `<button type="button" class="cb-copy">%s</button></div>`, html.EscapeString(r.t["copy"]))
+		r.code(w, b, false)
+		w.WriteString("</div>\n")
+	}
+	return gast.WalkSkipChildren, nil
+}
+
+// Badge is the short target label shown on a block: ssh:control-plane, kube:apply.
+func Badge(rb *runbook.Runbook, b *runbook.Block) string {
+	switch b.Target {
+	case runbook.TargetSSH:
+		label := b.Hosts
+		if p := rb.ParamByName(b.Hosts); p != nil {
+			if p.Group != "" {
+				label = p.Group
+			} else {
+				label = strings.ToLower(strings.ReplaceAll(p.Name, "_", "-"))
+			}
+		}
+		if b.Action == "copy" {
+			return "ssh:" + label + " (copy)"
+		}
+		return "ssh:" + label
+	case runbook.TargetKube:
+		if b.Action != "" {
+			return "kube:" + b.Action
+		}
+		return "kube"
+	}
+	return string(b.Target)
+}
+
+func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
+	id := html.EscapeString(b.ID)
+	fmt.Fprintf(w, `<div class="cb cb-exec" id="block-%s" data-block="%s" data-hash="%s" data-target="%s"`,
+		id, id, b.Hash, html.EscapeString(string(b.Target)))
+	if b.Step != nil {
+		fmt.Fprintf(w, ` data-step="%s"`, html.EscapeString(b.Step.ID))
+	}
+	writeWhen(w, b.When)
+	if b.Confirm {
+		msg := b.ConfirmMsg
+		if msg == "" {
+			msg = "true"
+		}
+		fmt.Fprintf(w, ` data-confirm="%s"`, html.EscapeString(msg))
+	}
+	w.WriteString(">\n<div class=\"cb-head\">")
+	fmt.Fprintf(w, `<span class="badge badge-%s" title="%s">%s</span>`, html.EscapeString(string(b.Target)),
+		html.EscapeString(r.t["target_"+string(b.Target)]), html.EscapeString(Badge(r.rb, b)))
+	if b.Title != "" {
+		fmt.Fprintf(w, `<span class="cb-title">%s</span>`, html.EscapeString(b.Title))
+	}
+	if b.Confirm {
+		fmt.Fprintf(w, `<span class="flag flag-confirm" title="%s">%s</span>`, html.EscapeString(r.t["confirm_needed"]), html.EscapeString(r.t["flag_confirm"]))
+	}
+	if b.Timeout != runbook.DefaultTimeout {
+		fmt.Fprintf(w, `<span class="flag flag-timeout" title="timeout">⏱ %s</span>`, html.EscapeString(shortDuration(b.Timeout)))
+	}
+	if b.Retries > 0 {
+		fmt.Fprintf(w, `<span class="flag flag-retries">↻ %d × %s</span>`, b.Retries, html.EscapeString(shortDuration(b.Interval)))
+	}
+	fmt.Fprintf(w, `<span class="cb-actions"><button type="button" class="cb-copy">%s</button>`, html.EscapeString(r.t["copy"]))
+	if b.Target == runbook.TargetManual {
+		fmt.Fprintf(w, `<button type="button" class="cb-run cb-mark" disabled title="%s">%s</button>`, html.EscapeString(r.t["run_disabled"]), html.EscapeString(r.t["mark_done"]))
+	} else {
+		fmt.Fprintf(w, `<button type="button" class="cb-run" disabled title="%s">%s</button>`, html.EscapeString(r.t["run_disabled"]), html.EscapeString(r.t["run"]))
+	}
+	w.WriteString("</span></div>\n")
+	r.code(w, b, true)
+	if exp := describeExpect(b, r.t); len(exp) > 0 {
+		fmt.Fprintf(w, `<ul class="cb-expect" aria-label="%s">`, html.EscapeString(r.t["expectations"]))
+		for _, e := range exp {
+			fmt.Fprintf(w, "<li>%s</li>", e)
+		}
+		w.WriteString("</ul>\n")
+	}
+	if len(b.Captures) > 0 {
+		fmt.Fprintf(w, `<ul class="cb-capture" aria-label="%s">`, html.EscapeString(r.t["captures"]))
+		for _, c := range b.Captures {
+			how := "regex"
+			pat := ""
+			if c.JSONPath != "" {
+				how, pat = "jsonpath", c.JSONPath
+			} else if c.Regexp != nil {
+				pat = strings.TrimPrefix(c.Regexp.String(), "(?m)")
+			}
+			secret := ""
+			if c.Secret {
+				secret = ` <span class="secret">` + html.EscapeString(r.t["secret"]) + `</span>`
+			}
+			fmt.Fprintf(w, `<li><code class="prm-name">$%s</code> ← %s <code>%s</code>%s</li>`, html.EscapeString(c.Name), how, html.EscapeString(pat), secret)
+		}
+		w.WriteString("</ul>\n")
+	}
+	w.WriteString(`<div class="cb-result" hidden></div>` + "\n</div>\n")
+}
+
+// shortDuration prints 30s, 5m, 1h30m rather than Go's 5m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// describeExpect lists a block's expectations as HTML fragments.
+func describeExpect(b *runbook.Block, t Strings) []string {
+	var out []string
+	e := b.Expect
+	code := func(s string) string { return "<code>" + html.EscapeString(s) + "</code>" }
+	if e.AnyExit {
+		out = append(out, html.EscapeString(t["expect_any_exit"]))
+	} else if e.Exit != 0 {
+		out = append(out, html.EscapeString(t["expect_exit"])+" "+code(strconv.Itoa(e.Exit)))
+	}
+	for _, s := range e.Contains {
+		out = append(out, html.EscapeString(t["expect_contains"])+" "+code(s))
+	}
+	for _, s := range e.NotContains {
+		out = append(out, html.EscapeString(t["expect_not_contains"])+" "+code(s))
+	}
+	for _, re := range e.Match {
+		out = append(out, html.EscapeString(t["expect_match"])+" "+code(strings.TrimPrefix(re.String(), "(?m)")))
+	}
+	for _, j := range e.JSONPath {
+		out = append(out, html.EscapeString(t["expect_jsonpath"])+" "+code(j.Path+j.Op+j.Value))
+	}
+	if e.Count >= 0 {
+		out = append(out, html.EscapeString(t["expect_count"])+" "+code(strconv.Itoa(e.Count)))
+	}
+	if b.For != "" {
+		out = append(out, html.EscapeString(t["expect_wait"])+" "+code(b.For))
+	}
+	if len(e.Similar) > 0 {
+		out = append(out, html.EscapeString(t["expect_similar"]))
+	}
+	return out
+}
+
+func (r *nodeRenderer) expected(w util.BufWriter, b *runbook.Block) {
+	fmt.Fprintf(w, `<details class="expected" data-for="%s"`, html.EscapeString(b.OutputOf))
+	if b.Match != "" {
+		fmt.Fprintf(w, ` data-match="%s"`, html.EscapeString(b.Match))
+	}
+	summary := r.t["expected_output"]
+	if b.Match == "similar" {
+		summary = r.t["expected_output_checked"]
+	}
+	fmt.Fprintf(w, ` open><summary>%s</summary><pre class="output"><code>`, html.EscapeString(summary))
+	if b.Match == "similar" {
+		writePlaceholders(w, b.Content)
+	} else {
+		w.WriteString(html.EscapeString(b.Content))
+	}
+	w.WriteString("</code></pre></details>\n")
+}
+
+// writePlaceholders marks <placeholder> tokens and ... lines of a similar-match block.
+func writePlaceholders(w util.BufWriter, s string) {
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '<')
+		if i < 0 {
+			w.WriteString(html.EscapeString(s))
+			return
+		}
+		j := strings.IndexByte(s[i:], '>')
+		if j < 0 || strings.ContainsAny(s[i:i+j], " \n\t") {
+			w.WriteString(html.EscapeString(s[:i+1]))
+			s = s[i+1:]
+			continue
+		}
+		w.WriteString(html.EscapeString(s[:i]))
+		fmt.Fprintf(w, `<span class="ph">%s</span>`, html.EscapeString(s[i:i+j+1]))
+		s = s[i+j+1:]
+	}
+}
+
+func (r *nodeRenderer) recorded(w util.BufWriter, b *runbook.Block) {
+	fmt.Fprintf(w, `<div class="cb-recorded" data-for="%s"`, html.EscapeString(b.OutputOf))
+	keys := make([]string, 0, len(b.Recorded))
+	for k := range b.Recorded {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, ` data-%s="%s"`, html.EscapeString(k), html.EscapeString(b.Recorded[k]))
+	}
+	fmt.Fprintf(w, `><div class="cb-recorded-head">%s`, html.EscapeString(r.t["recorded_output"]))
+	for _, k := range []string{"status", "at", "host", "context", "exit", "duration"} {
+		if v, ok := b.Recorded[k]; ok {
+			fmt.Fprintf(w, ` <span class="prov prov-%s">%s</span>`, k, html.EscapeString(v))
+		}
+	}
+	fmt.Fprintf(w, `</div><pre class="output"><code>%s</code></pre></div>`+"\n", html.EscapeString(b.Content))
+}
+
+// code writes the highlighted block body, wrapping parameter references.
+func (r *nodeRenderer) code(w util.BufWriter, b *runbook.Block, exec bool) {
+	lang := b.Lang
+	fmt.Fprintf(w, `<pre class="chroma"><code class="language-%s">`, html.EscapeString(lang))
+	var refs []runbook.Ref
+	braced := !(lang == "bash" || lang == "sh" || lang == "shell" || lang == "console" || lang == "zsh")
+	for _, ref := range runbook.FindRefs(b.Content, braced) {
+		if r.names[ref.Name] {
+			refs = append(refs, ref)
+		}
+	}
+	highlight(w, lang, b.Content, refs, b.LineNos)
+	w.WriteString("</code></pre>\n")
+}
+
+// highlight writes chroma tokens as <span class="CLASS"> using chroma's short
+// CSS class names, so one stylesheet serves light and dark themes.
+func highlight(w util.BufWriter, lang, src string, refs []runbook.Ref, lineNos bool) {
+	lexer := lexers.Get(lang)
+	if lang == "" || lexer == nil {
+		lexer = lexers.Fallback
+	}
+	lexer = chroma.Coalesce(lexer)
+	it, err := lexer.Tokenise(nil, src)
+	if err != nil {
+		w.WriteString(html.EscapeString(src))
+		return
+	}
+	pos := 0
+	ri := 0
+	inRef := false
+	line := 1
+	if lineNos {
+		fmt.Fprintf(w, `<span class="ln">%d</span>`, line)
+	}
+	emit := func(cls, text string) {
+		for text != "" {
+			// Split at newlines for line numbers, and at ref boundaries.
+			n := len(text)
+			if lineNos {
+				if i := strings.IndexByte(text, '\n'); i >= 0 && i+1 < n {
+					n = i + 1
+				}
+			}
+			if ri < len(refs) {
+				if !inRef && refs[ri].Start > pos && refs[ri].Start < pos+n {
+					n = refs[ri].Start - pos
+				} else if inRef && refs[ri].End > pos && refs[ri].End < pos+n {
+					n = refs[ri].End - pos
+				}
+			}
+			if ri < len(refs) && !inRef && refs[ri].Start == pos {
+				fmt.Fprintf(w, `<span class="prm" data-p="%s">`, refs[ri].Name)
+				inRef = true
+				if refs[ri].End < pos+n {
+					n = refs[ri].End - pos
+				}
+			}
+			piece := text[:n]
+			if cls != "" {
+				fmt.Fprintf(w, `<span class="%s">%s</span>`, cls, html.EscapeString(piece))
+			} else {
+				w.WriteString(html.EscapeString(piece))
+			}
+			pos += n
+			text = text[n:]
+			if inRef && refs[ri].End == pos {
+				w.WriteString("</span>")
+				inRef = false
+				ri++
+			}
+			if lineNos && strings.HasSuffix(piece, "\n") && pos < len(src) {
+				line++
+				fmt.Fprintf(w, `<span class="ln">%d</span>`, line)
+			}
+		}
+	}
+	for tok := it(); tok != chroma.EOF; tok = it() {
+		emit(chroma.StandardTypes[tok.Type], tok.Value)
+	}
+	if inRef {
+		w.WriteString("</span>")
+	}
+}
+
+// inlineMarkdown renders a short Markdown string (a prerequisite) without the
+// surrounding paragraph.
+func inlineMarkdown(md goldmark.Markdown, s string) string {
+	var buf bytes.Buffer
+	if err := md.Convert([]byte(s), &buf); err != nil {
+		return html.EscapeString(s)
+	}
+	out := strings.TrimSpace(buf.String())
+	out = strings.TrimPrefix(out, "<p>")
+	out = strings.TrimSuffix(out, "</p>")
+	return out
+}

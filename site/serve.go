@@ -1,0 +1,441 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// ServerOptions configure the development server.
+type ServerOptions struct {
+	Addr     string       // host:port to listen on; the port is tried upward if busy
+	ThemeDir string       // watched when set (a theme given with --theme)
+	Log      io.Writer    // progress and errors
+	API      http.Handler // mounted at /api/ (the executor), may be nil
+	// Ready, if set, receives the URL once the server listens.
+	Ready func(url string)
+	// OnUpdate, if set, is called after every rebuild (tests, benchmarks).
+	OnUpdate func(res *Result, err error)
+}
+
+// Server builds the site into memory, serves it on loopback, watches the
+// content (and theme) for changes, rebuilds what changed and tells open
+// pages to reload.
+type Server struct {
+	b    *Builder
+	opts ServerOptions
+
+	mu    sync.RWMutex
+	files map[string][]byte
+	diags []string
+
+	clientsMu sync.Mutex
+	clients   map[chan []byte]struct{}
+}
+
+// NewServer returns a server for the builder's content.
+func NewServer(b *Builder, opts ServerOptions) *Server {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:1313"
+	}
+	return &Server{b: b, opts: opts, clients: map[chan []byte]struct{}{}}
+}
+
+// Run builds, serves and watches until ctx is done.
+func (s *Server) Run(ctx context.Context) error {
+	res, err := s.b.Build(ctx)
+	if err != nil {
+		return err
+	}
+	s.publish(res, nil)
+	fmt.Fprintf(s.opts.Log, "built %d runbooks, %d steps in %s\n", len(res.Runbooks), res.Steps, ms(res.Duration))
+
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch content: %w", err)
+	}
+	defer watcher.Close()
+	for _, root := range []string{s.b.opts.Content, s.opts.ThemeDir} {
+		if root == "" {
+			continue
+		}
+		if err := watchTree(watcher, root); err != nil {
+			return err
+		}
+	}
+
+	ln, err := listenFrom(s.opts.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + ln.Addr().String() + "/"
+	fmt.Fprintf(s.opts.Log, "serving on %s (Ctrl+C to stop)\n", url)
+	if s.opts.Ready != nil {
+		s.opts.Ready(url)
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watch(ctx, watcher)
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	s.closeClients()
+	_ = srv.Shutdown(shutdownCtx)
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// listenFrom listens on addr, or on the next free port above it.
+func listenFrom(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	var p int
+	fmt.Sscanf(port, "%d", &p)
+	var lastErr error
+	for i := 0; i < 20; i++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, fmt.Sprint(p+i)))
+		if err == nil {
+			return ln, nil
+		}
+		lastErr = err
+		if p == 0 {
+			break
+		}
+	}
+	return nil, fmt.Errorf("listen on %s: %w (try --port)", addr, lastErr)
+}
+
+func watchTree(w *fsnotify.Watcher, root string) error {
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if err := w.Add(p); err != nil {
+				return fmt.Errorf("watch %s: %w", p, err)
+			}
+		}
+		return nil
+	})
+}
+
+// debounce gathers events this long before a rebuild, since editors write
+// a file in several steps.
+const debounce = 30 * time.Millisecond
+
+func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
+	pending := map[string]bool{}
+	themeChanged := false
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			fmt.Fprintf(s.opts.Log, "watch: %v\n", err)
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			if ev.Has(fsnotify.Create) {
+				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
+					_ = watchTree(w, ev.Name)
+				}
+			}
+			if s.opts.ThemeDir != "" && within(ev.Name, s.opts.ThemeDir) {
+				themeChanged = true
+			} else if IsContentFile(ev.Name) {
+				pending[ev.Name] = true
+			} else {
+				continue
+			}
+			timer.Reset(debounce)
+		case <-timer.C:
+			var res *Result
+			var err error
+			if themeChanged {
+				if err = s.b.ReloadTheme(); err == nil {
+					res, err = s.b.Build(ctx)
+				}
+			} else {
+				paths := make([]string, 0, len(pending))
+				for p := range pending {
+					paths = append(paths, p)
+				}
+				res, err = s.b.Update(ctx, paths)
+			}
+			pending, themeChanged = map[string]bool{}, false
+			if ctx.Err() != nil {
+				return
+			}
+			s.publish(res, err)
+			if s.opts.OnUpdate != nil {
+				s.opts.OnUpdate(res, err)
+			}
+		}
+	}
+}
+
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && !strings.HasPrefix(rel, "..")
+}
+
+// publish swaps in a new build and notifies pages.
+func (s *Server) publish(res *Result, err error) {
+	var msgs []string
+	if err != nil {
+		msgs = []string{err.Error()}
+	}
+	if res != nil {
+		for _, d := range res.Diagnostics {
+			msgs = append(msgs, d.String())
+		}
+	}
+	s.mu.Lock()
+	if res != nil {
+		if s.files == nil || res.Rendered == len(res.Runbooks) {
+			s.files = res.Files
+		} else {
+			// Incremental: keep the pages that were not re-rendered.
+			merged := make(map[string][]byte, len(s.files))
+			for k, v := range s.files {
+				if !strings.HasSuffix(k, "/index.html") || k == "index.html" {
+					continue
+				}
+				merged[k] = v
+			}
+			for k, v := range res.Files {
+				merged[k] = v
+			}
+			// Drop pages of runbooks that are gone.
+			live := map[string]bool{}
+			for _, rb := range res.Runbooks {
+				live[rb.Slug+"/index.html"] = true
+			}
+			for k := range merged {
+				if strings.HasSuffix(k, "/index.html") && !live[k] {
+					delete(merged, k)
+				}
+			}
+			s.files = merged
+		}
+	}
+	s.diags = msgs
+	s.mu.Unlock()
+	if res != nil {
+		fmt.Fprintf(s.opts.Log, "rebuilt %d page(s) in %s\n", res.Rendered, ms(res.Duration))
+	}
+	for _, m := range msgs {
+		fmt.Fprintln(s.opts.Log, m)
+	}
+	ev := map[string]any{"type": "reload"}
+	if len(msgs) > 0 {
+		ev = map[string]any{"type": "errors", "errors": msgs}
+	}
+	data, _ := json.Marshal(ev)
+	s.broadcast(data)
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+// Handler serves the in-memory site, the live-reload endpoints and the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	if s.opts.API != nil {
+		mux.Handle("/api/", s.opts.API)
+	}
+	mux.HandleFunc("/_cairn/events", s.events)
+	mux.HandleFunc("/_cairn/live.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		io.WriteString(w, liveJS)
+	})
+	mux.HandleFunc("/", s.serveFile)
+	return loopbackOnly(mux)
+}
+
+// loopbackOnly refuses requests whose Host is not a loopback name, so a web
+// page cannot reach the server through DNS rebinding.
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !IsLoopbackHost(r.Host) {
+			http.Error(w, "forbidden host", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// IsLoopbackHost reports whether a Host header names this machine's loopback.
+func IsLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+	s.mu.RLock()
+	data, ok := s.files[name]
+	if !ok && (name == "" || !strings.Contains(path.Base(name), ".")) {
+		if strings.HasSuffix(r.URL.Path, "/") || name == "" {
+			data, ok = s.files[path.Join(name, "index.html")]
+		} else if _, isDir := s.files[name+"/index.html"]; isDir {
+			s.mu.RUnlock()
+			http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
+			return
+		}
+	}
+	notFound := s.files["404.html"]
+	s.mu.RUnlock()
+	w.Header().Set("Cache-Control", "no-cache")
+	if !ok {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write(notFound)
+		return
+	}
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" || strings.HasSuffix(name, "/index.html") || name == "index.html" {
+		ct = "text/html; charset=utf-8"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(data)
+}
+
+// events streams reload and error notices to open pages (Server-Sent Events).
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	ch := make(chan []byte, 4)
+	s.clientsMu.Lock()
+	s.clients[ch] = struct{}{}
+	s.clientsMu.Unlock()
+	defer func() {
+		s.clientsMu.Lock()
+		if _, ok := s.clients[ch]; ok {
+			delete(s.clients, ch)
+		}
+		s.clientsMu.Unlock()
+	}()
+	s.mu.RLock()
+	if len(s.diags) > 0 {
+		data, _ := json.Marshal(map[string]any{"type": "errors", "errors": s.diags})
+		fmt.Fprintf(w, "data: %s\n\n", data)
+	}
+	s.mu.RUnlock()
+	fmt.Fprint(w, ": connected\n\n")
+	fl.Flush()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case msg, ok := <-ch:
+			if !ok {
+				return
+			}
+			fmt.Fprintf(w, "data: %s\n\n", msg)
+			fl.Flush()
+		}
+	}
+}
+
+func (s *Server) broadcast(msg []byte) {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	for ch := range s.clients {
+		select {
+		case ch <- msg:
+		default: // a slow page misses a notice; it reloads on the next one
+		}
+	}
+}
+
+func (s *Server) closeClients() {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	for ch := range s.clients {
+		close(ch)
+		delete(s.clients, ch)
+	}
+}
+
+// liveJS reloads the page when the server rebuilt it and shows build errors
+// in an overlay, so a broken runbook is visible in the browser too.
+const liveJS = `(function () {
+  if (!window.EventSource) return;
+  var box;
+  function show(errors) {
+    if (!box) {
+      box = document.createElement('div');
+      box.id = 'cairn-errors';
+      box.setAttribute('role', 'alert');
+      box.style.cssText = 'position:fixed;left:0;right:0;bottom:0;max-height:50vh;overflow:auto;z-index:9999;' +
+        'background:#2d0b0b;color:#ffd7d7;font:13px/1.5 ui-monospace,monospace;padding:12px 16px;white-space:pre-wrap;border-top:3px solid #e5484d';
+      document.body.appendChild(box);
+    }
+    box.textContent = errors.join('\n');
+  }
+  var es = new EventSource('/_cairn/events');
+  es.onmessage = function (e) {
+    var m = JSON.parse(e.data);
+    if (m.type === 'reload') { location.reload(); }
+    else if (m.type === 'errors') { show(m.errors); }
+  };
+})();
+`
