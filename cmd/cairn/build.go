@@ -122,4 +122,3 @@ func firstErr(errs ...error) error {
 	}
 	return nil
 }
-
