@@ -1,0 +1,285 @@
+package site_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/site"
+)
+
+func build(t *testing.T, dir string) *site.Result {
+	t.Helper()
+	b, err := site.New(site.Options{Content: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Build(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestBuildBundled builds the bundled runbooks: every page is there, the
+// build is deterministic and nothing refers to another host.
+func TestBuildBundled(t *testing.T) {
+	res := build(t, "../content")
+	if len(res.Diagnostics) > 0 {
+		t.Fatalf("bundled content has problems:\n%v", res.Diagnostics)
+	}
+	if len(res.Runbooks) < 3 {
+		t.Fatalf("built %d runbooks, want the 3 bundled ones", len(res.Runbooks))
+	}
+	for _, name := range []string{"index.html", "404.html", "sitemap.xml", "search.json", "search.js", "assets/chroma.css",
+		"kubeadm-ha/index.html", "ccm-leader-migration/index.html", "cilium-multipool/index.html"} {
+		if _, ok := res.Files[name]; !ok {
+			t.Errorf("missing %s", name)
+		}
+	}
+	again := build(t, "../content")
+	if len(again.Files) != len(res.Files) {
+		t.Fatalf("second build has %d files, first %d", len(again.Files), len(res.Files))
+	}
+	for name, data := range res.Files {
+		if !bytes.Equal(data, again.Files[name]) {
+			t.Errorf("%s differs between two builds", name)
+		}
+	}
+	assertSelfContained(t, res.Files)
+	if sm := string(res.Files["sitemap.xml"]); !strings.Contains(sm, "<loc>http://127.0.0.1:1313/kubeadm-ha/</loc>") {
+		t.Errorf("sitemap lacks the kubeadm page:\n%s", sm)
+	}
+	if !bytes.Contains(res.Files["search.json"], []byte("kubeadm")) {
+		t.Error("search index lacks kubeadm")
+	}
+}
+
+// resourceRe finds attributes and CSS that load something.
+var resourceRe = regexp.MustCompile(`(?i)(?:src|href|action|poster|data)\s*=\s*["']?([^"'\s>]+)|url\(\s*["']?([^"')]+)|@import\s+["']([^"']+)`)
+
+// assertSelfContained fails when any page, script or stylesheet loads or
+// links to another host: the site must work air-gapped.
+func assertSelfContained(t *testing.T, files map[string][]byte) {
+	t.Helper()
+	for name, data := range files {
+		switch filepath.Ext(name) {
+		case ".html", ".css", ".js":
+		default:
+			continue
+		}
+		for _, m := range resourceRe.FindAllStringSubmatch(string(data), -1) {
+			u := m[1] + m[2] + m[3]
+			if strings.HasPrefix(u, "//") || regexp.MustCompile(`^(?i)[a-z][a-z0-9+.-]*:`).MatchString(u) &&
+				!strings.HasPrefix(u, "data:") && !strings.HasPrefix(u, "#") && !strings.HasPrefix(u, "mailto:") && !strings.HasPrefix(u, "javascript:") {
+				if strings.HasPrefix(u, "http://www.w3.org/") {
+					continue // SVG/XML namespaces are names, not requests
+				}
+				t.Errorf("%s refers to an external URL: %s", name, u)
+			}
+		}
+		if filepath.Ext(name) != ".html" && regexp.MustCompile(`https?://[a-z]`).Match(bytes.ReplaceAll(data, []byte("http://www.w3.org/"), nil)) {
+			t.Errorf("%s contains an absolute URL", name)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runbookMD(title, body string) string {
+	return "---\ntitle: " + title + "\nlang: ko\nparams:\n  - name: X\n    default: a\n---\n" + body
+}
+
+func TestBuildReportsProblemsWithPositions(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "good.md"), runbookMD("좋음", "## 하나 {#one}\n\n```bash {target=local}\necho $X\n```\n"))
+	writeFile(t, filepath.Join(dir, "bad.md"), runbookMD("나쁨", "## 하나 {#one}\n\n```bash {target=local timeout=soon}\necho $Y\n```\n"))
+	res := build(t, dir)
+	got := res.Diagnostics.Error()
+	for _, want := range []string{"bad.md:10:23: block \"one-1\": timeout \"soon\"", "bad.md:11:6: block \"one-1\": $Y is not a declared parameter"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("diagnostics lack %q:\n%s", want, got)
+		}
+	}
+	if _, ok := res.Files["good/index.html"]; !ok {
+		t.Error("the good runbook was not built")
+	}
+	if _, ok := res.Files["bad/index.html"]; ok {
+		t.Error("a broken runbook was rendered")
+	}
+}
+
+func TestUpdateRendersOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	a, c := filepath.Join(dir, "a.md"), filepath.Join(dir, "c.md")
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n본문\n"))
+	writeFile(t, c, runbookMD("다", "## 하나 {#one}\n\n본문\n"))
+	b, err := site.New(site.Options{Content: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.Build(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n바뀐 본문\n"))
+	res, err := b.Update(ctx, []string{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rendered != 1 || !strings.Contains(string(res.Files["a/index.html"]), "바뀐 본문") {
+		t.Fatalf("body change: rendered %d pages", res.Rendered)
+	}
+	writeFile(t, a, runbookMD("가나", "## 하나 {#one}\n\n바뀐 본문\n"))
+	if res, err = b.Update(ctx, []string{a}); err != nil || res.Rendered != 2 {
+		t.Fatalf("title change must re-render navigation everywhere: rendered %d, %v", res.Rendered, err)
+	}
+	// A broken edit keeps the last good page and reports the problem.
+	writeFile(t, a, runbookMD("가나", "## 하나 {#one}\n\n```bash {target=nowhere}\n```\n"))
+	if res, err = b.Update(ctx, []string{a}); err != nil || len(res.Diagnostics) != 1 || len(res.Runbooks) != 2 {
+		t.Fatalf("broken edit: diags=%v runbooks=%d err=%v", res.Diagnostics, len(res.Runbooks), err)
+	}
+	os.Remove(c)
+	if res, err = b.Update(ctx, []string{c}); err != nil || len(res.Runbooks) != 1 {
+		t.Fatalf("removal: %d runbooks, %v", len(res.Runbooks), err)
+	}
+}
+
+func TestWriteDirReplacesWhole(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "public")
+	if err := site.WriteDir(out, map[string][]byte{"index.html": []byte("1"), "old/index.html": []byte("o")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := site.WriteDir(out, map[string][]byte{"index.html": []byte("2")}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "index.html")); string(b) != "2" {
+		t.Errorf("index.html = %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(out, "old")); !os.IsNotExist(err) {
+		t.Error("a file from the previous build survived")
+	}
+	entries, _ := os.ReadDir(filepath.Dir(out))
+	if len(entries) != 1 {
+		t.Errorf("temporary folders left behind: %v", entries)
+	}
+}
+
+// TestServeLiveReload runs the dev server on loopback, edits a runbook and
+// expects the new page and a reload notice; a broken edit shows errors and
+// keeps the old page; a foreign Host header is refused.
+func TestServeLiveReload(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.md")
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n처음\n"))
+	b, err := site.New(site.Options{Content: dir, Dev: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	urlc := make(chan string, 1)
+	updates := make(chan *site.Result, 8)
+	srv := site.NewServer(b, site.ServerOptions{Addr: "127.0.0.1:0", Ready: func(u string) { urlc <- u },
+		OnUpdate: func(r *site.Result, err error) { updates <- r }})
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var base string
+	select {
+	case base = <-urlc:
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not start")
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		return resp.StatusCode, buf.String()
+	}
+	if code, body := get("a/"); code != 200 || !strings.Contains(body, "처음") {
+		t.Fatalf("GET a/: %d", code)
+	}
+	if code, _ := get("nope/"); code != 404 {
+		t.Errorf("GET nope/: %d, want 404", code)
+	}
+	// Subscribe to events before editing.
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"_cairn/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				events <- sc.Text()
+			}
+		}
+	}()
+	wait := func(what string) string {
+		select {
+		case <-updates:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no rebuild after %s", what)
+		}
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event after %s", what)
+		}
+		return ""
+	}
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n두번째\n"))
+	if ev := wait("edit"); !strings.Contains(ev, `"reload"`) {
+		t.Errorf("event = %s", ev)
+	}
+	if _, body := get("a/"); !strings.Contains(body, "두번째") {
+		t.Error("page not updated")
+	}
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n```bash {target=local when='X = 1'}\n```\n"))
+	if ev := wait("broken edit"); !strings.Contains(ev, `"errors"`) || !strings.Contains(ev, "a.md:10") {
+		t.Errorf("event = %s", ev)
+	}
+	if _, body := get("a/"); !strings.Contains(body, "두번째") {
+		t.Error("the last good page was not kept")
+	}
+	hreq, _ := http.NewRequest("GET", base+"a/", nil)
+	hreq.Host = "evil.example:1313"
+	hresp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hresp.Body.Close()
+	if hresp.StatusCode != http.StatusForbidden {
+		t.Errorf("foreign Host: %d, want 403", hresp.StatusCode)
+	}
+}

@@ -1,0 +1,99 @@
+package site
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata golden files")
+
+// TestRenderGolden renders each testdata/golden/*.md body and compares it
+// with the .golden file beside it.
+func TestRenderGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/golden/*.md")
+	if len(files) == 0 {
+		t.Fatal("no golden inputs")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb, err := runbook.Parse(f, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := renderBody(rb, stringsFor(rb.Meta.Lang))
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := strings.TrimSuffix(f, ".md") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (go test ./site -run TestRenderGolden -update)", err)
+			}
+			if string(got) != string(want) {
+				gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+				for i := 0; i < len(gl) || i < len(wl); i++ {
+					var g, w string
+					if i < len(gl) {
+						g = gl[i]
+					}
+					if i < len(wl) {
+						w = wl[i]
+					}
+					if g != w {
+						t.Fatalf("%s differs at line %d (go test ./site -run TestRenderGolden -update to accept):\n got: %s\nwant: %s", golden, i+1, g, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStringsComplete(t *testing.T) {
+	for key := range uiStrings["en"] {
+		if _, ok := uiStrings["ko"][key]; !ok {
+			t.Errorf("ko lacks %q", key)
+		}
+	}
+	for key := range uiStrings["ko"] {
+		if _, ok := uiStrings["en"][key]; !ok {
+			t.Errorf("en lacks %q", key)
+		}
+	}
+}
+
+func TestRenderEscapesAndWraps(t *testing.T) {
+	src := "---\ntitle: t\nparams:\n  - name: X\n    default: a\n---\n## s {#s}\n\n```bash {#b target=local}\necho \"$X\" '<b>' $UNDECLARED_BUT_ASSIGNED\nUNDECLARED_BUT_ASSIGNED=1\n```\n\n<img src=x onerror=alert(1)>\n"
+	rb, err := runbook.Parse("t.md", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := renderBody(rb, stringsFor("en"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	if !strings.Contains(s, `<span class="prm" data-p="X">`) {
+		t.Errorf("parameter not wrapped:\n%s", s)
+	}
+	if strings.Contains(s, `data-p="UNDECLARED_BUT_ASSIGNED"`) {
+		t.Errorf("a script-local variable was wrapped as a parameter")
+	}
+	if strings.Contains(s, "<b>") || strings.Contains(s, "onerror") {
+		t.Errorf("raw HTML leaked into the page:\n%s", s)
+	}
+}
