@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}
+	code = m.Exit(m.Run(context.Background(), args))
+	return code, out.String(), errb.String()
+}
+
+func TestCLI(t *testing.T) {
+	bad := filepath.Join("..", "..", "runbook", "testdata", "bad.md")
+	good := filepath.Join("..", "..", "runbook", "testdata", "good.md")
+	out := filepath.Join(t.TempDir(), "public")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // substring
+		stderr string // substring
+	}{
+		{"no args", nil, exitUsage, "Commands:", "no command given"},
+		{"help", []string{"--help"}, exitOK, "Commands:", ""},
+		{"unknown", []string{"bulid"}, exitUsage, "", `unknown command "bulid"`},
+		{"check help", []string{"check", "--help"}, exitOK, "Examples:", ""},
+		{"help check", []string{"help", "check"}, exitOK, "cairn check [DIR|FILE...]", ""},
+		{"check good", []string{"check", good}, exitOK, "", "0 problems"},
+		{"check bad", []string{"check", bad}, exitFailure, "bad.md:18:13: target \"lcoal\" is unknown", "problems"},
+		{"check missing", []string{"check", "nope"}, exitUsage, "", "nope: no such file or folder"},
+		{"check bundled", []string{"check", "../../content"}, exitOK, "", "checked 3 runbooks"},
+		{"bad flag", []string{"build", "--nope"}, exitUsage, "", "Try: cairn build --help"},
+		{"build", []string{"build", "--content", "../../content", "--out", out}, exitOK, "", "built 3 runbooks"},
+		{"build bad content", []string{"build", "--content", "../../runbook/testdata", "--out", out}, exitFailure, "", "build failed"},
+		{"build into sources", []string{"build", "--content", "../../content", "--out", "../../content"}, exitUsage, "", "would replace the sources"},
+		{"version", []string{"version"}, exitOK, "cairn ", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, tc.args...)
+			if code != tc.code || !strings.Contains(stdout, tc.stdout) || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("cairn %s: exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", strings.Join(tc.args, " "), code, tc.code, stdout, stderr)
+			}
+		})
+	}
+	// The failed build left the good one in place.
+	if _, err := os.Stat(filepath.Join(out, "kubeadm-ha", "index.html")); err != nil {
+		t.Errorf("a failed build damaged the previous output: %v", err)
+	}
+}
