@@ -1,0 +1,137 @@
+// Package local runs bash blocks on this machine.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+)
+
+// Runner runs a block's script with bash -euo pipefail in its own process
+// group, so that a timeout or cancel kills everything the script started.
+type Runner struct {
+	// Bash is the shell to use; default "bash" from PATH.
+	Bash string
+	// Dir is the working directory; default the current one.
+	Dir string
+	// ExtraEnv is added to every run (KUBECONFIG for pinned kube shells).
+	ExtraEnv []string
+	// Grace is how long a cancelled group gets between SIGTERM and SIGKILL.
+	Grace time.Duration
+}
+
+var _ executor.Runner = (*Runner)(nil)
+
+// Run implements executor.Runner.
+func (r *Runner) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]executor.HostResult, error) {
+	res := executor.HostResult{Host: "", Exit: -1, Start: time.Now()}
+	exit, err := r.run(ctx, job.Block.Content, r.env(job), func(p []byte) { out.Output("", p) })
+	res.Exit, res.Err, res.Duration = exit, err, time.Since(res.Start)
+	return []executor.HostResult{res}, nil
+}
+
+func (r *Runner) env(job *executor.Job) []string {
+	env := executor.BaseEnv(os.LookupEnv)
+	env = append(env, r.ExtraEnv...)
+	names := make([]string, 0, len(job.Env))
+	for k := range job.Env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		env = append(env, k+"="+job.Env[k])
+	}
+	return append(env, "CAIRN_RUN_ID="+job.RunID, "CAIRN_BLOCK="+job.Block.ID)
+}
+
+// run starts bash and waits for it. The script is passed with -c as one
+// argument; parameter values only ever travel in env.
+func (r *Runner) run(ctx context.Context, script string, env []string, output func([]byte)) (int, error) {
+	bash := r.Bash
+	if bash == "" {
+		bash = "bash"
+	}
+	grace := r.Grace
+	if grace == 0 {
+		grace = 2 * time.Second
+	}
+	cmd := exec.Command(bash, "--noprofile", "--norc", "-e", "-u", "-o", "pipefail", "-c", script)
+	cmd.Env = env
+	cmd.Dir = r.Dir
+	cmd.Stdin = nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return -1, fmt.Errorf("start bash: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return -1, fmt.Errorf("start bash: %w", err)
+	}
+	pw.Close()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := pr.Read(buf)
+			if n > 0 {
+				output(append([]byte(nil), buf[:n]...))
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+	var werr error
+	killed := false
+	select {
+	case werr = <-waitc:
+	case <-ctx.Done():
+		killed = true
+		pgid := cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case werr = <-waitc:
+		case <-time.After(grace):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			werr = <-waitc
+		}
+	}
+	// Children that outlived bash may still hold the pipe: kill the group so
+	// the reader ends, and no orphan survives the run.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-copied:
+	case <-time.After(grace):
+		pr.Close()
+		<-copied
+	}
+	pr.Close()
+	if killed {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return -1, executor.ErrTimeout
+		}
+		return -1, ctx.Err()
+	}
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if werr != nil {
+		return -1, werr
+	}
+	return 0, nil
+}
+
