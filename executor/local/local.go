@@ -134,4 +134,3 @@ func (r *Runner) run(ctx context.Context, script string, env []string, output fu
 	}
 	return 0, nil
 }
-

@@ -38,9 +38,9 @@ func TestRunOutputAndExit(t *testing.T) {
 	}{
 		{"echo hello; echo err >&2", nil, 0, "hello\nerr\n"},
 		{"exit 3", nil, 3, ""},
-		{"false; echo not reached", nil, 1, ""},                     // -e
-		{"echo $UNSET_VAR", nil, 1, "unbound variable"},            // -u
-		{"false | true; echo not reached", nil, 1, ""},             // pipefail
+		{"false; echo not reached", nil, 1, ""},         // -e
+		{"echo $UNSET_VAR", nil, 1, "unbound variable"}, // -u
+		{"false | true; echo not reached", nil, 1, ""},  // pipefail
 		{`printf '%s' "$V"`, map[string]string{"V": `x"; rm -rf ~ #`}, 0, `x"; rm -rf ~ #`},
 		{`printf '%s' "$V"`, map[string]string{"V": "$(touch /tmp/cairn-pwned) `id` ; | & \n'"}, 0, "$(touch /tmp/cairn-pwned) `id` ; | & \n'"},
 		{`echo "$CAIRN_RUN_ID $CAIRN_BLOCK"`, nil, 0, "r1 b\n"},
