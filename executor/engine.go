@@ -1,0 +1,547 @@
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// Runner keys in Engine.Runners.
+const (
+	RunnerLocal     = "local"
+	RunnerSSH       = "ssh"
+	RunnerKube      = "kube"       // native kube actions
+	RunnerKubeShell = "kube-shell" // bash blocks with the runbook's kube context pinned
+)
+
+// DefaultMaxOutput bounds the output a run keeps per host (the tail is kept:
+// results are usually printed last). Streaming is not bounded by it.
+const DefaultMaxOutput = 1 << 20
+
+// Engine prepares, runs, verifies and journals blocks. It keeps per-runbook
+// captured values in memory for later blocks.
+type Engine struct {
+	Runners map[string]Runner
+	Journal *Journal      // may be nil: nothing is recorded
+	Objects ObjectChecker // JSONPath support for kube expectations
+	// KubeWhere checks that the runbook may touch the configured kube
+	// context and names it; nil refuses every kube block.
+	KubeWhere func(rb *runbook.Runbook) (string, error)
+	MaxOutput int
+	Now       func() time.Time
+
+	mu       sync.Mutex
+	busy     map[string]string // runbook path -> run id
+	sessions map[string]*session
+}
+
+// session is what a runbook's earlier runs left for later ones.
+type session struct {
+	captures map[string]string
+	secret   map[string]bool
+	redact   Redactor
+}
+
+// Request asks to run one block. Runbook must come from content the caller
+// loaded itself; the block is looked up there and its hash compared.
+type Request struct {
+	Runbook   *runbook.Runbook
+	BlockID   string
+	Hash      string // the hash the page showed; "" only for the CLI
+	Params    map[string]string
+	Confirmed bool
+}
+
+// Run is a prepared block run.
+type Run struct {
+	ID    string
+	Job   *Job
+	Where string
+	e     *Engine
+	sess  *session
+	red   *Redactor
+	once  sync.Once
+}
+
+func (e *Engine) sess(path string) *session {
+	if e.sessions == nil {
+		e.sessions = map[string]*session{}
+	}
+	s := e.sessions[path]
+	if s == nil {
+		s = &session{captures: map[string]string{}, secret: map[string]bool{}}
+		e.sessions[path] = s
+	}
+	return s
+}
+
+// Captures returns the values captured so far for a runbook, secret ones
+// masked.
+func (e *Engine) Captures(rb *runbook.Runbook) map[string]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.sess(rb.Path)
+	out := map[string]string{}
+	for k, v := range s.captures {
+		if s.secret[k] {
+			v = Mask
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// SetCaptures seeds captured values (cairn run --param for a value an
+// earlier session captured).
+func (e *Engine) SetCaptures(rb *runbook.Runbook, vals map[string]string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.sess(rb.Path)
+	for k, v := range vals {
+		s.captures[k] = v
+	}
+}
+
+// ResolveParams merges defaults with given values and validates them all.
+// Every problem is reported at once.
+func ResolveParams(rb *runbook.Runbook, given map[string]string) (map[string]string, error) {
+	vals := map[string]string{}
+	var problems []string
+	names := make([]string, 0, len(given))
+	for k := range given {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if rb.ParamByName(k) == nil {
+			problems = append(problems, fmt.Sprintf("unknown parameter %s", k))
+		}
+	}
+	var missing []string
+	for _, p := range rb.Params {
+		v, ok := given[p.Name]
+		if !ok || v == "" && p.Type != runbook.TypeString {
+			if p.HasDefault {
+				v, ok = p.Default, true
+			}
+		}
+		if !ok || v == "" && p.Required {
+			if p.Required {
+				missing = append(missing, p.Name)
+			}
+			continue
+		}
+		if v == "" && !p.Required {
+			vals[p.Name] = ""
+			continue
+		}
+		if err := p.Validate(v); err != nil {
+			problems = append(problems, fmt.Sprintf("parameter %s: %v", p.Name, err))
+			continue
+		}
+		vals[p.Name] = v
+	}
+	if len(missing) > 0 {
+		problems = append(problems, "missing required parameters: "+strings.Join(missing, ", "))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrBadParam, strings.Join(problems, "; "))
+	}
+	return vals, nil
+}
+
+// Prepare checks a request against the loaded content and the runbook's
+// rules and reserves the runbook (one run at a time unless the block is
+// concurrent). The caller must Execute the run or Release it.
+func (e *Engine) Prepare(req Request) (*Run, error) {
+	rb := req.Runbook
+	if rb == nil {
+		return nil, ErrUnknownBlock
+	}
+	b := rb.BlockByID(req.BlockID)
+	if b == nil || !b.Executable() {
+		return nil, fmt.Errorf("%w: %s has no executable block %q", ErrUnknownBlock, rb.Slug, req.BlockID)
+	}
+	if req.Hash != "" && req.Hash != b.Hash {
+		return nil, fmt.Errorf("%w: block %q changed since the page was loaded; reload the page", ErrHashMismatch, b.ID)
+	}
+	if b.Target == runbook.TargetManual {
+		return nil, fmt.Errorf("%w: block %q", ErrManualBlock, b.ID)
+	}
+	params, err := ResolveParams(rb, req.Params)
+	if err != nil {
+		return nil, err
+	}
+	if !b.When.Eval(params) {
+		return nil, fmt.Errorf("%w: %s", ErrConditionFalse, b.When.Src)
+	}
+	if b.Confirm && !req.Confirmed {
+		msg := b.ConfirmMsg
+		if msg == "" {
+			msg = "this step changes the target"
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNeedsConfirm, msg)
+	}
+	key := runnerKey(b)
+	if e.Runners[key] == nil {
+		return nil, fmt.Errorf("%w %q (block %q)", ErrNoRunner, key, b.ID)
+	}
+	where := ""
+	if b.Target == runbook.TargetKube {
+		if e.KubeWhere == nil {
+			return nil, fmt.Errorf("%w: no kube context configured", ErrContextRefused)
+		}
+		if where, err = e.KubeWhere(rb); err != nil {
+			return nil, err
+		}
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.sess(rb.Path)
+	env := map[string]string{}
+	for k, v := range params {
+		env[k] = v
+	}
+	var missing []string
+	for _, ref := range b.Refs {
+		if rb.ParamByName(ref) != nil {
+			continue
+		}
+		v, ok := s.captures[ref]
+		if !ok {
+			by := ""
+			for _, x := range rb.Blocks {
+				for _, c := range x.Captures {
+					if c.Name == ref && by == "" {
+						by = x.ID
+					}
+				}
+			}
+			missing = append(missing, fmt.Sprintf("$%s (captured by block %q)", ref, by))
+			continue
+		}
+		env[ref] = v
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: block %q needs %s: run that block first", ErrBadParam, b.ID, strings.Join(missing, ", "))
+	}
+	job := &Job{Runbook: rb, Block: b, Env: env, RunID: newID()}
+	if b.Target == runbook.TargetSSH {
+		job.Hosts = runbook.SplitHosts(env[b.Hosts])
+		if b.From != "" {
+			job.From = env[b.From]
+		}
+		where = strings.Join(job.Hosts, " ")
+	}
+	if !b.Concurrent {
+		if id, ok := e.busy[rb.Path]; ok {
+			return nil, fmt.Errorf("%w (run %s); wait for it or cancel it", ErrBusy, id)
+		}
+		if e.busy == nil {
+			e.busy = map[string]string{}
+		}
+		e.busy[rb.Path] = job.RunID
+	}
+	red := &Redactor{}
+	for k, v := range env {
+		if p := rb.ParamByName(k); (p != nil && p.Secret) || s.secret[k] {
+			red.AddValue(v)
+		}
+	}
+	for _, re := range b.Redact {
+		red.AddPattern(re)
+	}
+	return &Run{ID: job.RunID, Job: job, Where: where, e: e, sess: s, red: red}, nil
+}
+
+func runnerKey(b *runbook.Block) string {
+	switch b.Target {
+	case runbook.TargetSSH:
+		return RunnerSSH
+	case runbook.TargetKube:
+		if b.Action == "" {
+			return RunnerKubeShell
+		}
+		return RunnerKube
+	}
+	return RunnerLocal
+}
+
+// Release frees the runbook for other runs; Execute calls it.
+func (r *Run) Release() {
+	r.once.Do(func() {
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		if r.e.busy[r.Job.Runbook.Path] == r.ID {
+			delete(r.e.busy, r.Job.Runbook.Path)
+		}
+	})
+}
+
+// Redact redacts s with the run's secrets (for callers that show errors).
+func (r *Run) Redact(s string) string { return r.red.String(s) }
+
+// Execute runs the block (with retries until its expectations hold),
+// verifies, captures and journals it. Output reaching out is redacted.
+func (r *Run) Execute(ctx context.Context, out Sink) *Record {
+	defer r.Release()
+	e := r.e
+	b := r.Job.Block
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	rec := &Record{ID: r.ID, Runbook: r.Job.Runbook.Slug, Path: r.Job.Runbook.Path, Block: b.ID, Hash: b.Hash,
+		Target: string(b.Target), Where: r.Where, Start: now().UTC()}
+	if b.Step != nil {
+		rec.Step = b.Step.ID
+	}
+	rec.Params = map[string]string{}
+	for _, p := range r.Job.Runbook.Params {
+		if v, ok := r.Job.Env[p.Name]; ok && !p.Secret {
+			rec.Params[p.Name] = v
+		} else if ok {
+			rec.Params[p.Name] = Mask
+		}
+	}
+	start := time.Now()
+	attempts := 1 + b.Retries
+	var hosts []HostResult
+	var outputs map[string]*tailBuffer
+	var verdict Verdict
+	var runErr error
+	for attempt := 1; attempt <= attempts; attempt++ {
+		rec.Attempts = attempt
+		hosts, outputs, runErr = r.attempt(ctx, out)
+		if runErr != nil {
+			break
+		}
+		verdict = Verify(b, hosts, flatten(outputs), e.Objects)
+		if verdict.OK || ctx.Err() != nil || attempt == attempts {
+			break
+		}
+		out.Event(Event{Kind: "retry", Message: fmt.Sprintf("attempt %d of %d failed: %s; retrying in %s", attempt, attempts, r.red.String(strings.Join(verdict.Reasons, "; ")), b.Interval)})
+		select {
+		case <-ctx.Done():
+		case <-time.After(b.Interval):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	rec.Duration = time.Since(start).Seconds()
+	switch {
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
+		rec.Status = StatusCancelled
+		rec.Reasons = []string{"cancelled"}
+	case runErr != nil:
+		rec.Status = StatusError
+		rec.Reasons = []string{runErr.Error()}
+	case verdict.OK:
+		rec.Status = StatusVerified
+	default:
+		rec.Status = StatusFailed
+		rec.Reasons = verdict.Reasons
+		for _, h := range hosts {
+			if h.Err != nil && !errors.Is(h.Err, ErrTimeout) {
+				rec.Status = StatusError
+			}
+		}
+	}
+	// Captures come from the first host's output (and objects).
+	if len(hosts) > 0 && rec.Status == StatusVerified && len(b.Captures) > 0 {
+		first := hosts[0]
+		vals, missing := Capture(b, outputs[first.Host].String(), first.Objects, e.Objects)
+		if len(missing) > 0 {
+			rec.Status = StatusFailed
+			rec.Reasons = append(rec.Reasons, missing...)
+		}
+		e.mu.Lock()
+		rec.Captures = map[string]string{}
+		for _, c := range b.Captures {
+			v, ok := vals[c.Name]
+			if !ok {
+				continue
+			}
+			r.sess.captures[c.Name] = v
+			r.sess.secret[c.Name] = c.Secret
+			if c.Secret {
+				r.red.AddValue(v)
+				rec.Captures[c.Name] = Mask
+			} else {
+				rec.Captures[c.Name] = v
+			}
+		}
+		e.mu.Unlock()
+	}
+	for _, h := range hosts {
+		hr := HostRecord{Host: h.Host, Exit: h.Exit, Duration: h.Duration.Seconds()}
+		if h.Err != nil {
+			hr.Error = r.red.String(h.Err.Error())
+		}
+		if len(hosts) > 1 {
+			hr.Output = r.red.String(outputs[h.Host].String())
+		}
+		if outputs[h.Host].truncated {
+			rec.Truncated = true
+		}
+		rec.Hosts = append(rec.Hosts, hr)
+	}
+	if len(hosts) == 1 {
+		rec.Output = r.red.String(outputs[hosts[0].Host].String())
+	} else {
+		var sb strings.Builder
+		for _, h := range hosts {
+			fmt.Fprintf(&sb, "── %s ──\n%s", h.Host, r.red.String(outputs[h.Host].String()))
+		}
+		rec.Output = sb.String()
+	}
+	for i, reason := range rec.Reasons {
+		rec.Reasons[i] = r.red.String(reason)
+	}
+	if e.Journal != nil {
+		if err := e.Journal.Append(*rec); err != nil {
+			rec.Reasons = append(rec.Reasons, "not journaled: "+err.Error())
+		}
+	}
+	return rec
+}
+
+// attempt runs the block once with its timeout.
+func (r *Run) attempt(ctx context.Context, out Sink) ([]HostResult, map[string]*tailBuffer, error) {
+	b := r.Job.Block
+	max := r.e.MaxOutput
+	if max <= 0 {
+		max = DefaultMaxOutput
+	}
+	tctx, cancel := context.WithTimeout(ctx, b.Timeout)
+	defer cancel()
+	sink := &runSink{out: out, red: r.red, max: max, block: b, bufs: map[string]*tailBuffer{}, lines: map[string]*lineRedactor{}}
+	hosts, err := r.e.Runners[runnerKey(b)].Run(tctx, r.Job, sink)
+	sink.flush()
+	for i := range hosts {
+		if errors.Is(hosts[i].Err, context.DeadlineExceeded) || tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil && hosts[i].Exit == -1 {
+			hosts[i].Err = fmt.Errorf("%w after %s", ErrTimeout, b.Timeout)
+		}
+		if sink.bufs[hosts[i].Host] == nil {
+			sink.bufs[hosts[i].Host] = &tailBuffer{max: max}
+		}
+	}
+	return hosts, sink.bufs, err
+}
+
+func flatten(m map[string]*tailBuffer) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v.String()
+	}
+	return out
+}
+
+// runSink redacts output per host, line by line, keeps a bounded tail of it
+// for verification, and forwards it.
+type runSink struct {
+	mu    sync.Mutex
+	out   Sink
+	red   *Redactor
+	max   int
+	block *runbook.Block
+	bufs  map[string]*tailBuffer
+	lines map[string]*lineRedactor
+}
+
+func (s *runSink) Output(host string, p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	buf := s.bufs[host]
+	if buf == nil {
+		buf = &tailBuffer{max: s.max}
+		s.bufs[host] = buf
+	}
+	// The raw output is kept for expectations and captures; what leaves
+	// the engine is redacted.
+	buf.Write(p)
+	lr := s.lines[host]
+	if lr == nil {
+		lr = &lineRedactor{r: s.red, emit: func(b []byte) { s.out.Output(host, b) }, onLine: s.secretCaptures}
+		s.lines[host] = lr
+	}
+	lr.Write(p)
+}
+
+// secretCaptures learns secret captured values from a line before it is
+// shown, so that a token kubeadm prints never reaches the page.
+func (s *runSink) secretCaptures(line []byte) {
+	for _, c := range s.block.Captures {
+		if !c.Secret || c.Regexp == nil {
+			continue
+		}
+		if m := c.Regexp.FindSubmatch(line); m != nil {
+			v := m[0]
+			if len(m) > 1 {
+				v = m[1]
+			}
+			s.red.AddValue(string(v))
+		}
+	}
+}
+
+func (s *runSink) Event(ev Event) {
+	ev.Message = s.red.String(ev.Message)
+	s.out.Event(ev)
+}
+
+func (s *runSink) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, lr := range s.lines {
+		lr.Flush()
+	}
+}
+
+// tailBuffer keeps the last max bytes written.
+type tailBuffer struct {
+	max       int
+	b         []byte
+	truncated bool
+}
+
+func (t *tailBuffer) Write(p []byte) {
+	if len(p) >= t.max {
+		t.truncated = t.truncated || len(t.b) > 0 || len(p) > t.max
+		t.b = append(t.b[:0], p[len(p)-t.max:]...)
+		return
+	}
+	t.b = append(t.b, p...)
+	// Shift only when twice the bound is reached: amortised O(1) per byte.
+	if len(t.b) > 2*t.max {
+		t.truncated = true
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+}
+
+func (t *tailBuffer) String() string {
+	if t == nil {
+		return ""
+	}
+	if len(t.b) > t.max {
+		t.truncated = true
+		return string(t.b[len(t.b)-t.max:])
+	}
+	return string(t.b)
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

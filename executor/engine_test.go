@@ -1,0 +1,254 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/local"
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+const testRunbook = "---\ntitle: t\nparams:\n  - name: NAME\n    default: world\n  - name: PASSWORD\n    secret: true\n    required: false\n  - name: MODE\n    type: enum\n    values: [a, b]\n    default: a\n---\n" +
+	"## s {#s}\n\n" +
+	"```bash {#hello target=local expect.contains=\"hello world\"}\necho \"hello $NAME\"\n```\n\n" +
+	"```bash {#fail target=local expect.match='^ready$'}\necho starting\n```\n\n" +
+	"```bash {#token target=local capture.TOKEN='--token (\\S+)' secret=TOKEN capture.HOST='host=(\\S+)'}\necho 'kubeadm join --token abc.def123'; echo host=cp0\n```\n\n" +
+	"```bash {#use target=local expect.contains=\"got\"}\necho \"got $TOKEN on $HOST\"\n```\n\n" +
+	"```bash {#danger target=local confirm=true}\necho boom\n```\n\n" +
+	"```bash {#only-b target=local when='MODE == \"b\"'}\necho b\n```\n\n" +
+	"```bash {#poll target=local retries=5 interval=10ms expect.contains=\"3\"}\nf=\"$CAIRN_TMP/count\"; n=$(( $(cat \"$f\" 2>/dev/null || echo 0) + 1 )); echo $n > \"$f\"; echo $n\n```\n\n" +
+	"```bash {#slow target=local timeout=300ms}\nsleep 5\n```\n\n" +
+	"```bash {#secret target=local}\necho \"pw=$PASSWORD\"\n```\n\n" +
+	"```text {expected=similar-one match=similar}\nInitialized <thing> in <n> ms\n...\ndone\n```\n\n" +
+	"```bash {#similar-one target=local}\necho 'Initialized cluster-7 in 12 ms'; echo noise; echo done\n```\n"
+
+type sink struct {
+	mu     sync.Mutex
+	out    strings.Builder
+	events []executor.Event
+}
+
+func (s *sink) Output(_ string, p []byte) { s.mu.Lock(); s.out.Write(p); s.mu.Unlock() }
+func (s *sink) Event(e executor.Event)    { s.mu.Lock(); s.events = append(s.events, e); s.mu.Unlock() }
+
+func setup(t *testing.T) (*executor.Engine, *runbook.Runbook, *executor.Journal) {
+	t.Helper()
+	rb, err := runbook.Parse("t.md", []byte(testRunbook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := executor.OpenJournal(filepath.Join(t.TempDir(), "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	e := &executor.Engine{Runners: map[string]executor.Runner{executor.RunnerLocal: &local.Runner{ExtraEnv: []string{"CAIRN_TMP=" + t.TempDir()}}}, Journal: j}
+	return e, rb, j
+}
+
+func run(t *testing.T, e *executor.Engine, rb *runbook.Runbook, id string, params map[string]string, confirm bool) (*executor.Record, string, error) {
+	t.Helper()
+	r, err := e.Prepare(executor.Request{Runbook: rb, BlockID: id, Hash: rb.BlockByID(id).Hash, Params: params, Confirmed: confirm})
+	if err != nil {
+		return nil, "", err
+	}
+	var s sink
+	rec := r.Execute(context.Background(), &s)
+	return rec, s.out.String(), nil
+}
+
+func TestEngineVerifies(t *testing.T) {
+	e, rb, j := setup(t)
+	rec, _, err := run(t, e, rb, "hello", nil, false)
+	if err != nil || rec.Status != executor.StatusVerified {
+		t.Fatalf("hello: %v %+v", err, rec)
+	}
+	rec, _, _ = run(t, e, rb, "fail", nil, false)
+	if rec.Status != executor.StatusFailed || !strings.Contains(strings.Join(rec.Reasons, ";"), "does not match /^ready$/") {
+		t.Fatalf("fail: %+v", rec)
+	}
+	rec, _, _ = run(t, e, rb, "hello", map[string]string{"NAME": "moon"}, false)
+	if rec.Status != executor.StatusFailed || rec.Params["NAME"] != "moon" {
+		t.Fatalf("hello moon: %+v", rec)
+	}
+	rec, _, _ = run(t, e, rb, "similar-one", nil, false)
+	if rec.Status != executor.StatusVerified {
+		t.Fatalf("similar: %+v", rec)
+	}
+	if n := len(j.Records("t")); n != 4 {
+		t.Errorf("journal has %d records, want 4", n)
+	}
+}
+
+func TestEngineCapturesAndRedacts(t *testing.T) {
+	e, rb, j := setup(t)
+	if _, err := e.Prepare(executor.Request{Runbook: rb, BlockID: "use", Hash: rb.BlockByID("use").Hash}); err == nil || !strings.Contains(err.Error(), `captured by block "token"`) {
+		t.Fatalf("use before token: %v", err)
+	}
+	rec, out, err := run(t, e, rb, "token", nil, false)
+	if err != nil || rec.Status != executor.StatusVerified {
+		t.Fatalf("token: %v %+v", err, rec)
+	}
+	if strings.Contains(out, "abc.def123") || strings.Contains(rec.Output, "abc.def123") {
+		t.Errorf("secret capture leaked: stream %q record %q", out, rec.Output)
+	}
+	if rec.Captures["TOKEN"] != executor.Mask || rec.Captures["HOST"] != "cp0" {
+		t.Errorf("captures = %v", rec.Captures)
+	}
+	rec, out, _ = run(t, e, rb, "use", nil, false)
+	if rec.Status != executor.StatusVerified || !strings.Contains(out, "got "+executor.Mask+" on cp0") {
+		t.Errorf("use: %q %+v", out, rec)
+	}
+	rec, out, _ = run(t, e, rb, "secret", map[string]string{"PASSWORD": "hunter2-very-secret"}, false)
+	if strings.Contains(out, "hunter2") || strings.Contains(rec.Output, "hunter2") || rec.Params["PASSWORD"] != executor.Mask {
+		t.Errorf("secret param leaked: %q %+v", out, rec)
+	}
+	data, _ := os.ReadFile(j.Path())
+	if strings.Contains(string(data), "abc.def123") || strings.Contains(string(data), "hunter2") {
+		t.Error("a secret reached the journal file")
+	}
+}
+
+func TestEngineRefuses(t *testing.T) {
+	e, rb, _ := setup(t)
+	for _, tc := range []struct {
+		req  executor.Request
+		want error
+	}{
+		{executor.Request{Runbook: rb, BlockID: "nope"}, executor.ErrUnknownBlock},
+		{executor.Request{Runbook: rb, BlockID: "hello", Hash: "0000"}, executor.ErrHashMismatch},
+		{executor.Request{Runbook: rb, BlockID: "danger", Hash: rb.BlockByID("danger").Hash}, executor.ErrNeedsConfirm},
+		{executor.Request{Runbook: rb, BlockID: "only-b", Hash: rb.BlockByID("only-b").Hash}, executor.ErrConditionFalse},
+		{executor.Request{Runbook: rb, BlockID: "hello", Params: map[string]string{"MODE": "c"}}, executor.ErrBadParam},
+		{executor.Request{Runbook: rb, BlockID: "hello", Params: map[string]string{"EXTRA": "x"}}, executor.ErrBadParam},
+	} {
+		if _, err := e.Prepare(tc.req); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.req.BlockID, err, tc.want)
+		}
+	}
+	rec, out, err := run(t, e, rb, "danger", nil, true)
+	if err != nil || rec.Status != executor.StatusVerified || out != "boom\n" {
+		t.Errorf("confirmed danger: %v %q", err, out)
+	}
+	// One run at a time per runbook.
+	r1, err := e.Prepare(executor.Request{Runbook: rb, BlockID: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Prepare(executor.Request{Runbook: rb, BlockID: "hello"}); !errors.Is(err, executor.ErrBusy) {
+		t.Errorf("second concurrent run: %v", err)
+	}
+	r1.Release()
+	if _, err := e.Prepare(executor.Request{Runbook: rb, BlockID: "hello"}); err != nil {
+		t.Errorf("after release: %v", err)
+	}
+}
+
+func TestEngineRetriesAndTimeout(t *testing.T) {
+	e, rb, _ := setup(t)
+	rec, _, _ := run(t, e, rb, "poll", nil, false)
+	if rec.Status != executor.StatusVerified || rec.Attempts != 3 {
+		t.Errorf("poll: %+v", rec)
+	}
+	start := time.Now()
+	rec, _, _ = run(t, e, rb, "slow", nil, false)
+	if rec.Status != executor.StatusFailed || !strings.Contains(strings.Join(rec.Reasons, ";"), "timed out after 300ms") {
+		t.Errorf("slow: %+v", rec)
+	}
+	if time.Since(start) > 4*time.Second {
+		t.Error("timeout did not stop the block")
+	}
+}
+
+func TestSimilar(t *testing.T) {
+	tmpl := "Your Kubernetes control-plane has initialized successfully!\n...\n  kubeadm join <endpoint> --token <token> \\\n    --discovery-token-ca-cert-hash sha256:<hash>\n"
+	out := "[init] Using Kubernetes version: v1.37.2\nYour Kubernetes control-plane has initialized successfully!\n\nTo start using ...\n  kubeadm join lb:6443 --token abc.def \\\n\t--discovery-token-ca-cert-hash sha256:0123abc\n"
+	if ok, why := executor.Similar(tmpl, out); !ok {
+		t.Errorf("similar: %s", why)
+	}
+	if ok, why := executor.Similar(tmpl, strings.Replace(out, "--token", "--tok", 1)); ok || !strings.Contains(why, "kubeadm join") {
+		t.Errorf("mismatch not found: %v %s", ok, why)
+	}
+}
+
+// TestJournalSurvivesKill9 appends from a child process, kills it with
+// SIGKILL mid-stream, and reopens: every complete record is there, nothing
+// is corrupt, and appending continues.
+func TestJournalSurvivesKill9(t *testing.T) {
+	if os.Getenv("CAIRN_JOURNAL_CHILD") != "" {
+		j, err := executor.OpenJournal(os.Getenv("CAIRN_JOURNAL_CHILD"))
+		if err != nil {
+			os.Exit(3)
+		}
+		big := strings.Repeat("x", 200<<10) // large records make a torn write likely
+		for i := 0; i < 100000; i++ {
+			j.Append(executor.Record{ID: fmt.Sprint(i), Runbook: "t", Output: big})
+			fmt.Println(i)
+		}
+		os.Exit(0)
+	}
+	path := filepath.Join(t.TempDir(), "journal.jsonl")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJournalSurvivesKill9$")
+	cmd.Env = append(os.Environ(), "CAIRN_JOURNAL_CHILD="+path)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	total := 0
+	for total < 200 { // a few acknowledged appends
+		n, err := stdout.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	j, err := executor.OpenJournal(path)
+	if err != nil {
+		t.Fatalf("reopen after kill -9: %v", err)
+	}
+	defer j.Close()
+	n := len(j.Records(""))
+	if n < 10 {
+		t.Fatalf("only %d records survived", n)
+	}
+	for i, r := range j.Records("") {
+		if r.ID != fmt.Sprint(i) {
+			t.Fatalf("record %d has id %s", i, r.ID)
+		}
+	}
+	if err := j.Append(executor.Record{ID: "after", Runbook: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	j2, err := executor.OpenJournal(path)
+	if err != nil || len(j2.Records("")) != n+1 {
+		t.Fatalf("after append and reopen: %v, %d records", err, len(j2.Records("")))
+	}
+	j2.Close()
+}
+
+func TestJournalCutsPartialLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	os.WriteFile(path, []byte(`{"id":"1","runbook":"t"}`+"\n"+`{"id":"2","run`), 0o600)
+	j, err := executor.OpenJournal(path)
+	if err != nil || len(j.Records("")) != 1 {
+		t.Fatalf("%v %d", err, len(j.Records("")))
+	}
+	j.Close()
+	data, _ := os.ReadFile(path)
+	if string(data) != `{"id":"1","runbook":"t"}`+"\n" {
+		t.Errorf("file = %q", data)
+	}
+}

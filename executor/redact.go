@@ -1,0 +1,111 @@
+package executor
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Mask replaces redacted text.
+const Mask = "••••"
+
+// Redactor hides secret values and patterns in everything shown or stored.
+type Redactor struct {
+	mu       sync.RWMutex
+	values   []string
+	patterns []*regexp.Regexp
+}
+
+// AddValue hides every occurrence of v (values shorter than 3 bytes would
+// mask ordinary text, so they are ignored).
+func (r *Redactor) AddValue(v string) {
+	v = strings.TrimSpace(v)
+	if len(v) < 3 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.values {
+		if x == v {
+			return
+		}
+	}
+	r.values = append(r.values, v)
+	// Longest first, so a value containing another is masked whole.
+	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
+}
+
+// AddPattern hides every match of re.
+func (r *Redactor) AddPattern(re *regexp.Regexp) {
+	r.mu.Lock()
+	r.patterns = append(r.patterns, re)
+	r.mu.Unlock()
+}
+
+// String redacts s.
+func (r *Redactor) String(s string) string {
+	if r == nil {
+		return s
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, v := range r.values {
+		s = strings.ReplaceAll(s, v, Mask)
+	}
+	for _, re := range r.patterns {
+		s = re.ReplaceAllString(s, Mask)
+	}
+	return s
+}
+
+// lineRedactor redacts a stream line by line, so that a secret split across
+// two chunks is still caught. Lines longer than maxLine are flushed as they
+// are (after redaction of what is there).
+type lineRedactor struct {
+	r       *Redactor
+	pending []byte
+	emit    func([]byte)
+	onLine  func([]byte) // sees each complete chunk of lines before redaction
+}
+
+const maxLine = 64 << 10
+
+func (lr *lineRedactor) Write(p []byte) {
+	lr.pending = append(lr.pending, p...)
+	i := bytes.LastIndexByte(lr.pending, '\n')
+	if i < 0 && len(lr.pending) < maxLine {
+		return
+	}
+	cut := i + 1
+	if i < 0 {
+		cut = len(lr.pending)
+	}
+	if lr.onLine != nil {
+		lr.onLine(lr.pending[:cut])
+	}
+	lr.emit([]byte(lr.r.String(string(lr.pending[:cut]))))
+	lr.pending = append(lr.pending[:0], lr.pending[cut:]...)
+}
+
+func (lr *lineRedactor) Flush() {
+	if len(lr.pending) > 0 {
+		if lr.onLine != nil {
+			lr.onLine(lr.pending)
+		}
+		lr.emit([]byte(lr.r.String(string(lr.pending))))
+		lr.pending = lr.pending[:0]
+	}
+}
+
+// jsonOutput parses output as JSON for jsonpath captures on shell blocks
+// (kubectl -o json).
+func jsonOutput(out string) []any {
+	var v any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &v); err != nil {
+		return nil
+	}
+	return []any{v}
+}

@@ -1,0 +1,247 @@
+package executor
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// ObjectChecker evaluates JSONPath over the objects a kube action returned.
+// The kube runner package implements it; the engine only needs this much.
+type ObjectChecker interface {
+	CheckJSONPath(objects []any, c runbook.JSONPathCheck) (ok bool, reason string)
+	EvalJSONPath(objects []any, path string) ([]string, error)
+}
+
+// Verdict is the outcome of checking a run against the block's expectations.
+type Verdict struct {
+	OK      bool
+	Reasons []string // why it failed, one per failed expectation, in words
+}
+
+// Verify checks every expectation of b against the results and the combined
+// output. Output of several hosts is checked per host.
+func Verify(b *runbook.Block, hosts []HostResult, outputs map[string]string, oc ObjectChecker) Verdict {
+	v := Verdict{OK: true}
+	fail := func(format string, args ...any) {
+		v.OK = false
+		v.Reasons = append(v.Reasons, fmt.Sprintf(format, args...))
+	}
+	if len(hosts) == 0 {
+		fail("nothing ran")
+		return v
+	}
+	e := b.Expect
+	for _, h := range hosts {
+		where := ""
+		if len(hosts) > 1 || b.Target == runbook.TargetSSH {
+			where = h.Host + ": "
+		}
+		if h.Err != nil {
+			fail("%s%v", where, h.Err)
+			continue
+		}
+		if !e.AnyExit && h.Exit != e.Exit {
+			fail("%sexpected exit status %d, got %d", where, e.Exit, h.Exit)
+		}
+		out := outputs[h.Host]
+		for _, s := range e.Contains {
+			if !strings.Contains(out, s) {
+				fail("%soutput does not contain %q", where, s)
+			}
+		}
+		for _, s := range e.NotContains {
+			if strings.Contains(out, s) {
+				fail("%soutput contains %q", where, s)
+			}
+		}
+		for _, re := range e.Match {
+			if !re.MatchString(out) {
+				fail("%soutput does not match /%s/", where, strings.TrimPrefix(re.String(), "(?m)"))
+			}
+		}
+		for _, sim := range e.Similar {
+			if ok, why := Similar(sim.Content, out); !ok {
+				fail("%soutput is not similar to the expected output (line %d of it): %s", where, sim.BodyPos.Line, why)
+			}
+		}
+		if len(e.JSONPath) > 0 || e.Count >= 0 {
+			if e.Count >= 0 && len(h.Objects) != e.Count {
+				fail("%sexpected %d objects, found %d", where, e.Count, len(h.Objects))
+			}
+			for _, jc := range e.JSONPath {
+				if oc == nil {
+					fail("%scannot check %s: no JSONPath support configured", where, jc.Path)
+					continue
+				}
+				if ok, why := oc.CheckJSONPath(h.Objects, jc); !ok {
+					fail("%s%s", where, why)
+				}
+			}
+		}
+	}
+	return v
+}
+
+// similarLine is one compiled line of an expected-output template.
+type similarLine struct {
+	anyLines bool // a "..." line: any number of lines
+	re       *regexp.Regexp
+	text     string
+}
+
+var spaceRun = regexp.MustCompile(`[ \t]+`)
+
+func compileSimilar(tmpl string) []similarLine {
+	var out []similarLine
+	for _, line := range strings.Split(strings.TrimRight(tmpl, "\n"), "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		if t == "..." || t == "…" {
+			out = append(out, similarLine{anyLines: true, text: t})
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(`^\s*`)
+		rest := spaceRun.ReplaceAllString(t, " ")
+		for len(rest) > 0 {
+			switch {
+			case strings.HasPrefix(rest, "..."):
+				b.WriteString(`.*`)
+				rest = rest[3:]
+			case rest[0] == ' ':
+				b.WriteString(`\s+`)
+				rest = rest[1:]
+			case rest[0] == '<':
+				end := strings.IndexByte(rest, '>')
+				if end > 1 && !strings.ContainsAny(rest[:end], " \t") {
+					b.WriteString(`\S+`)
+					rest = rest[end+1:]
+					continue
+				}
+				b.WriteString(regexp.QuoteMeta("<"))
+				rest = rest[1:]
+			default:
+				n := strings.IndexAny(rest, " <")
+				if d := strings.Index(rest, "..."); d >= 0 && (n < 0 || d < n) {
+					n = d
+				}
+				if n <= 0 {
+					n = len(rest)
+				}
+				b.WriteString(regexp.QuoteMeta(rest[:n]))
+				rest = rest[n:]
+			}
+		}
+		b.WriteString(`\s*$`)
+		out = append(out, similarLine{re: regexp.MustCompile(b.String()), text: t})
+	}
+	return out
+}
+
+// Similar reports whether output matches an "output is similar to" template:
+// lines match in order (blank lines ignored), <placeholder> matches a run of
+// non-space characters, a "..." line matches any number of lines, "..."
+// inside a line matches any text, and runs of white space compare equal.
+// Output lines not covered by the template are allowed only where a "..."
+// line stands, or before the first and after the last template line.
+func Similar(tmpl, output string) (bool, string) {
+	pat := compileSimilar(tmpl)
+	var lines []string
+	for _, l := range strings.Split(output, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	// Anchor loosely: the template may start anywhere in the output, since
+	// commands often print progress first.
+	for start := 0; start <= len(lines); start++ {
+		if matchFrom(pat, lines[start:]) {
+			return true, ""
+		}
+	}
+	// Report the first template line that no output line matches.
+	for _, p := range pat {
+		if p.anyLines {
+			continue
+		}
+		found := false
+		for _, l := range lines {
+			if p.re.MatchString(l) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false, fmt.Sprintf("no output line looks like %q", p.text)
+		}
+	}
+	return false, "the expected lines appear, but not in this order"
+}
+
+func matchFrom(pat []similarLine, lines []string) bool {
+	if len(pat) == 0 {
+		return true
+	}
+	p := pat[0]
+	if p.anyLines {
+		for i := 0; i <= len(lines); i++ {
+			if matchFrom(pat[1:], lines[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(lines) == 0 || !p.re.MatchString(lines[0]) {
+		return false
+	}
+	return matchFrom(pat[1:], lines[1:])
+}
+
+// Capture extracts the block's captures from output (and kube objects).
+func Capture(b *runbook.Block, out string, objects []any, oc ObjectChecker) (map[string]string, []string) {
+	vals := map[string]string{}
+	var missing []string
+	for _, c := range b.Captures {
+		switch {
+		case c.Regexp != nil:
+			m := c.Regexp.FindStringSubmatch(out)
+			if m == nil {
+				missing = append(missing, fmt.Sprintf("capture %s: /%s/ did not match the output", c.Name, strings.TrimPrefix(c.Regexp.String(), "(?m)")))
+				continue
+			}
+			v := m[0]
+			if len(m) > 1 {
+				v = m[1]
+			}
+			vals[c.Name] = strings.TrimSpace(v)
+		case c.JSONPath != "":
+			var got []string
+			var err error
+			if oc != nil && objects != nil {
+				got, err = oc.EvalJSONPath(objects, c.JSONPath)
+			} else if oc != nil {
+				got, err = oc.EvalJSONPath(jsonOutput(out), c.JSONPath)
+			} else {
+				err = fmt.Errorf("no JSONPath support configured")
+			}
+			if err != nil || len(got) == 0 {
+				missing = append(missing, fmt.Sprintf("capture %s: %s found nothing%s", c.Name, c.JSONPath, errSuffix(err)))
+				continue
+			}
+			vals[c.Name] = strings.Join(got, " ")
+		}
+	}
+	return vals, missing
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
+}
