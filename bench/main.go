@@ -1,0 +1,388 @@
+// Command bench times Cairn on a large generated site (`make bench`):
+//
+//   - `cairn build` (the binary) against Hugo on the same Markdown: one
+//     warm-up run each, then -runs timed runs, alternating the tools;
+//   - an incremental rebuild under the dev server: from writing one runbook
+//     to the server's OnUpdate, over -edits edits.
+//
+// It prints a table and the ratios, and a MISSED line for each target it
+// misses (cairn ≤ 0.5× Hugo; incremental < 50 ms). It exits 0 when targets
+// are missed and 1 only when it could not measure.
+//
+// Hugo is installed once, at a pinned version, with `go install` into the
+// user cache folder (cairn/bench/bin).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cairn-dev/cairn/bench/gen"
+	"github.com/cairn-dev/cairn/site"
+)
+
+// Targets from issue 2 §5.
+const (
+	targetRatio       = 0.5
+	targetIncremental = 50 * time.Millisecond
+)
+
+// hugoVersion is the newest Hugo whose go.mod needs at most the Go on the
+// project's machines (1.26.8): v0.166.0 and later need go 1.27.
+const hugoVersion = "v0.165.0"
+
+type config struct {
+	n, steps, runs, edits int
+	seed                  uint64
+	cairn, hugo, hugoVer  string
+	work                  string
+	cpuProfile            string
+	skipHugo              bool
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.n, "n", 1000, "runbooks to generate")
+	flag.IntVar(&c.steps, "steps", 10, "steps per runbook")
+	flag.Uint64Var(&c.seed, "seed", 1, "generator seed")
+	flag.IntVar(&c.runs, "runs", 5, "timed runs per tool (after one warm-up run)")
+	flag.IntVar(&c.edits, "edits", 20, "edits for the incremental rebuild")
+	flag.StringVar(&c.cairn, "cairn", "bin/cairn", "cairn binary (built with go build when missing)")
+	flag.StringVar(&c.hugo, "hugo", "", "hugo binary (default: go install the pinned version into the user cache)")
+	flag.StringVar(&c.hugoVer, "hugo-version", hugoVersion, "Hugo version to install")
+	flag.BoolVar(&c.skipHugo, "skip-hugo", false, "time cairn only")
+	flag.StringVar(&c.work, "work", "", "keep generated files and output in this folder (default: a temporary folder, removed)")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "also profile in-process builds and incremental updates into this file")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, c, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config, out io.Writer) error {
+	work := c.work
+	if work == "" {
+		tmp, err := os.MkdirTemp("", "cairn-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		work = tmp
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	work, _ = filepath.Abs(work)
+	content := filepath.Join(work, "content")
+	_ = os.RemoveAll(content)
+
+	start := time.Now()
+	paths, err := gen.Generate(content, gen.Options{N: c.n, Steps: c.steps, Seed: c.seed})
+	if err != nil {
+		return err
+	}
+	st, err := contentStats(paths)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "generated %d runbooks in %s: %.1f MiB of Markdown, %d steps, %d fenced blocks (seed %d) in %s\n",
+		len(paths), time.Since(start).Round(time.Millisecond), float64(st.bytes)/(1<<20), st.steps, st.fences, c.seed, content)
+
+	cairnBin, err := ensureCairn(ctx, c.cairn)
+	if err != nil {
+		return err
+	}
+
+	var hugoBin, hugoVer, hugoSrc string
+	if !c.skipHugo {
+		hugoBin, hugoVer, err = ensureHugo(ctx, c.hugo, c.hugoVer, out)
+		if err != nil {
+			fmt.Fprintf(out, "hugo: not available (%v); timing cairn only\n", err)
+		} else {
+			hugoSrc = filepath.Join(work, "hugo")
+			if err := hugoSite(hugoSrc, paths); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "hugo site: %s (for Hugo's copy only: front matter key params renamed cairn_params, since Hugo\n"+
+				"  reserves params for a map; fence attributes {...} dropped, language kept, since Hugo's attribute parser\n"+
+				"  rejects values such as timeout=10m and '...' strings; taxonomy, term and RSS pages disabled)\n", hugoSrc)
+		}
+	}
+
+	tools := []tool{{name: "cairn build", cmd: func() *exec.Cmd {
+		return exec.CommandContext(ctx, cairnBin, "build", "--quiet", "--content", content, "--out", filepath.Join(work, "out-cairn"))
+	}}}
+	if hugoBin != "" {
+		tools = append(tools, tool{name: "hugo " + hugoVer, cmd: func() *exec.Cmd {
+			cmd := exec.CommandContext(ctx, hugoBin, "--quiet", "--source", hugoSrc, "--destination", filepath.Join(work, "out-hugo"),
+				"--cacheDir", filepath.Join(work, "hugo-cache"))
+			return cmd
+		}})
+	}
+	fmt.Fprintf(out, "timing full builds: 1 warm-up + %d runs per tool, alternating\n", c.runs)
+	if err := timeBuilds(ctx, tools, c.runs, out); err != nil {
+		return err
+	}
+	if err := checkOutputs(work, len(paths), st, hugoBin != "", out); err != nil {
+		return err
+	}
+
+	var prof *os.File
+	if c.cpuProfile != "" {
+		if prof, err = os.Create(c.cpuProfile); err != nil {
+			return err
+		}
+		defer prof.Close()
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return err
+		}
+		if err := inProcessBuilds(ctx, content, 3, out); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(out, "timing incremental rebuilds under the dev server: %d edits\n", c.edits)
+	inc, err := incremental(ctx, content, paths, c.edits, out)
+	if prof != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintf(out, "cpu profile: %s (go tool pprof -top %s)\n", c.cpuProfile, c.cpuProfile)
+	}
+	if err != nil {
+		return err
+	}
+
+	report(out, c, tools, inc)
+	return nil
+}
+
+type stats struct {
+	bytes, steps, fences int
+	expected             int // expected-output fences: shown as plain output by Cairn
+}
+
+func contentStats(paths []string) (stats, error) {
+	var s stats
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return s, err
+		}
+		s.bytes += len(b)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "## ") {
+				s.steps++
+			}
+			if strings.HasPrefix(line, "```") && len(line) > 3 {
+				s.fences++ // opening fences have a language
+				if strings.Contains(line, "{expected") {
+					s.expected++
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// ensureCairn returns the binary's path, building it if it is missing.
+func ensureCairn(ctx context.Context, bin string) (string, error) {
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(abs); err == nil {
+		return abs, nil
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", abs, "./cmd/cairn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build cairn: %w", err)
+	}
+	return abs, nil
+}
+
+type tool struct {
+	name  string
+	cmd   func() *exec.Cmd
+	times []time.Duration
+}
+
+func timeBuilds(ctx context.Context, tools []tool, runs int, out io.Writer) error {
+	once := func(t *tool) (time.Duration, error) {
+		cmd := t.cmd()
+		var stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		start := time.Now()
+		err := cmd.Run()
+		d := time.Since(start)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w\n%s", t.name, err, tail(stderr.String(), 2000))
+		}
+		return d, nil
+	}
+	for i := range tools {
+		if _, err := once(&tools[i]); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for r := range runs {
+		for i := range tools {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			d, err := once(&tools[i])
+			if err != nil {
+				return err
+			}
+			tools[i].times = append(tools[i].times, d)
+			fmt.Fprintf(out, "  run %d/%d %-16s %s\n", r+1, runs, tools[i].name, ms(d))
+		}
+	}
+	return nil
+}
+
+// checkOutputs makes sure both tools rendered every page and highlighted
+// every block, so the timings compare the same work.
+func checkOutputs(work string, n int, st stats, hugo bool, out io.Writer) error {
+	count := func(dir, needle string) (pages, hits int, err error) {
+		err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || filepath.Base(p) != "index.html" || filepath.Dir(p) == dir {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			pages++
+			hits += strings.Count(string(b), needle)
+			return nil
+		})
+		return
+	}
+	pages, hits, err := count(filepath.Join(work, "out-cairn"), `<pre class="chroma">`)
+	if err != nil {
+		return err
+	}
+	// Expected-output blocks are shown as plain output, not highlighted.
+	if pages != n || hits != st.fences-st.expected {
+		return fmt.Errorf("cairn output: %d pages, %d highlighted blocks; want %d pages, %d blocks", pages, hits, n, st.fences-st.expected)
+	}
+	fmt.Fprintf(out, "  cairn: %d pages, %d highlighted code blocks\n", pages, hits)
+	if !hugo {
+		return nil
+	}
+	pages, hits, err = count(filepath.Join(work, "out-hugo"), `<pre tabindex="0" class="chroma">`)
+	if err != nil {
+		return err
+	}
+	if pages != n || hits != st.fences {
+		return fmt.Errorf("hugo output: %d pages, %d highlighted blocks; want %d pages, %d blocks", pages, hits, n, st.fences)
+	}
+	fmt.Fprintf(out, "  hugo:  %d pages, %d highlighted code blocks\n", pages, hits)
+	return nil
+}
+
+// inProcessBuilds runs full builds inside this process, for the profile.
+func inProcessBuilds(ctx context.Context, content string, n int, out io.Writer) error {
+	outDir, err := os.MkdirTemp("", "cairn-bench-prof-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(outDir)
+	for range n {
+		start := time.Now()
+		b, err := site.New(site.Options{Content: content})
+		if err != nil {
+			return err
+		}
+		res, err := b.Build(ctx)
+		if err != nil {
+			return err
+		}
+		built := time.Since(start)
+		if err := site.WriteDir(filepath.Join(outDir, "public"), res.Files); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  in-process build (profiled): %s render, %s with WriteDir\n", ms(built), ms(time.Since(start)))
+	}
+	return nil
+}
+
+func report(out io.Writer, c config, tools []tool, inc *incResult) {
+	fmt.Fprintf(out, "\n%d runbooks × %d steps, %d CPUs, %s\n\n", c.n, c.steps, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(out, "%-26s %5s %10s %10s %10s\n", "", "runs", "median", "min", "max")
+	for _, t := range tools {
+		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s\n", t.name, len(t.times), ms(median(t.times)), ms(slices.Min(t.times)), ms(slices.Max(t.times)))
+	}
+	var missed []string
+	if len(tools) == 2 {
+		rMed := float64(median(tools[0].times)) / float64(median(tools[1].times))
+		rMin := float64(slices.Min(tools[0].times)) / float64(slices.Min(tools[1].times))
+		fmt.Fprintf(out, "%-26s %5s %9.2f× %9.2f×   target ≤ %.2f×\n", "ratio cairn/hugo", "", rMed, rMin, targetRatio)
+		if rMed > targetRatio {
+			missed = append(missed, fmt.Sprintf("MISSED: cairn build takes %.2f× Hugo's time (median); target ≤ %.2f×", rMed, targetRatio))
+		}
+	} else {
+		missed = append(missed, "MISSED: no Hugo to compare with; the ratio target is unchecked")
+	}
+	if inc != nil && len(inc.latency) > 0 {
+		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s   target < %s\n", "incremental write→OnUpdate", len(inc.latency),
+			ms(median(inc.latency)), ms(slices.Min(inc.latency)), ms(slices.Max(inc.latency)), ms(targetIncremental))
+		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s   (Builder.Update; the rest is fsnotify + the server's debounce)\n", "  of which Update",
+			len(inc.update), ms(median(inc.update)), ms(slices.Min(inc.update)), ms(slices.Max(inc.update)))
+		if inc.timeouts > 0 {
+			missed = append(missed, fmt.Sprintf("MISSED: %d of %d edits got no rebuild within %s", inc.timeouts, inc.timeouts+len(inc.latency), editTimeout))
+		}
+		if m := median(inc.latency); m >= targetIncremental {
+			missed = append(missed, fmt.Sprintf("MISSED: incremental rebuild takes %s (median); target < %s", ms(m), ms(targetIncremental)))
+		}
+	} else {
+		missed = append(missed, "MISSED: no incremental rebuild was measured")
+	}
+	fmt.Fprintln(out)
+	if len(missed) == 0 {
+		fmt.Fprintln(out, "all targets met")
+	}
+	for _, m := range missed {
+		fmt.Fprintln(out, m)
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func ms(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
