@@ -38,5 +38,9 @@ fuzz:
 	for t in FuzzParse FuzzParseAttrs FuzzParseCond FuzzShellRefs; do \
 		$(GO) test ./runbook -run '^$$' -fuzz "^$$t$$" -fuzztime 30s || exit 1; done
 
+## bench: time cairn build against Hugo on 1,000 generated runbooks, and incremental rebuilds (not part of test)
+bench: build
+	$(GO) run ./bench --cairn $(BIN)
+
 clean:
 	rm -rf bin public
