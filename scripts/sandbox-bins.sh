@@ -7,8 +7,8 @@
 #
 # or into $CAIRN_SANDBOX_BIN when that is set. A binary already there is kept,
 # so a second run takes a second. A cold build (empty module and build caches)
-# took 6m48s here on
-# 2 cores: etcd ~1 min, kube-apiserver ~4 min, kube-controller-manager ~1.5 min.
+# took 6m48s on 2 cores: etcd ~1 min, kube-apiserver ~4 min,
+# kube-controller-manager ~1.5 min.
 #
 # Usage: scripts/sandbox-bins.sh [--force]
 set -euo pipefail
@@ -27,7 +27,7 @@ force=0
 case "${1:-}" in
   --force) force=1 ;;
   -h | --help)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   "") ;;
