@@ -29,6 +29,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // missing prerequisite skips the test, except under CI=true.
 func up(t *testing.T, opts sandbox.Options) *sandbox.Sandbox {
 	t.Helper()
+	skipShort(t)
 	if opts.StateDir == "" {
 		opts.StateDir = t.TempDir() + "/sb"
 	}
@@ -159,6 +160,7 @@ func TestLoopbackMode(t *testing.T) {
 // on a host, and checks that Down leaves no process, namespace, link, mount
 // or state behind.
 func TestTeardownLeavesNothing(t *testing.T) {
+	skipShort(t)
 	dir := t.TempDir() + "/sb"
 	goroutines := runtime.NumGoroutine()
 	sb, err := sandbox.Up(ctxT(t, 3*time.Minute), sandbox.Options{StateDir: dir, DieWithParent: true, Progress: func(m string) { t.Log(m) }})
@@ -247,6 +249,12 @@ func TestTeardownLeavesNothing(t *testing.T) {
 			conn.Close()
 			t.Errorf("apiserver %s still accepts connections", k.Server)
 		}
+	}
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("starts real servers; not under -short")
 	}
 }
 

@@ -28,6 +28,9 @@ var chromiumFlags = []string{
 //	title, err := chromedp.Run(ctx, chromedp.Title())
 func Browser(t testing.TB) context.Context {
 	t.Helper()
+	if testing.Short() && !InCI() {
+		t.Skip("testrig: no browser under -short")
+	}
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {

@@ -15,7 +15,8 @@
 // A component that cannot start because a prerequisite is missing (a server
 // binary, sshd, chromium) skips the test with the command that installs it;
 // under CI=true it fails the test instead, so CI never passes by skipping.
-// Any other start-up failure always fails.
+// Any other start-up failure always fails. Under -short (and not CI) tests
+// that need a server skip.
 //
 // The server binaries are looked for in sandbox.BinDir() (override with
 // CAIRN_SANDBOX_BIN); scripts/sandbox-bins.sh builds them.
@@ -136,6 +137,9 @@ func unavailable(t testing.TB, component string, err error) {
 
 func requireMain(t testing.TB) {
 	t.Helper()
+	if testing.Short() && !InCI() {
+		t.Skip("testrig: real servers are not started under -short")
+	}
 	if !shared.mainCalled.Load() {
 		t.Fatal("testrig: the shared servers need testrig.Main to stop them; add to this package:\n\tfunc TestMain(m *testing.M) { os.Exit(testrig.Main(m)) }")
 	}
