@@ -1,0 +1,618 @@
+// Package daemon is the executor's HTTP API: the page (or the CLI) asks it
+// to run a block of content it loaded itself, and streams the output back.
+// It listens on every reader's laptop, so every request is checked: token,
+// Origin, Host, body size, and the block must exist with the hash the page
+// showed.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// MaxBody bounds request bodies; a run request is a few parameters.
+const MaxBody = 64 << 10
+
+// replayBytes is how much output a late subscriber is sent first.
+const replayBytes = 256 << 10
+
+// subscriberBuffer is how many chunks a slow subscriber may lag behind
+// before it is cut off (it can reconnect and gets the replay).
+const subscriberBuffer = 512
+
+// keepRuns bounds the finished runs kept in memory.
+const keepRuns = 200
+
+// Content is the loaded runbooks the daemon may run blocks of.
+type Content interface {
+	Runbooks() []*runbook.Runbook
+}
+
+// Server is the executor API.
+type Server struct {
+	Engine  *executor.Engine
+	Content Content
+	Token   string
+	// AllowOrigins are the page origins (scheme://host[:port]) allowed to
+	// call the API from a browser. Requests without an Origin (the CLI,
+	// curl) need only the token.
+	AllowOrigins []string
+	Version      string
+	// Where, if set, describes the kube context a runbook's kube blocks
+	// will touch (shown on the page before anything runs).
+	Where func(rb *runbook.Runbook) (string, error)
+	// OnRecord, if set, is called after each finished run (write-back).
+	OnRecord func(rb *runbook.Runbook, rec *executor.Record)
+
+	mu    sync.Mutex
+	runs  map[string]*liveRun
+	order []string
+	wg    sync.WaitGroup
+	base  context.Context
+	stop  context.CancelFunc
+}
+
+// NewToken returns a fresh random token for pairing.
+func NewToken() string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Close cancels every running block and waits for them to finish.
+func (s *Server) Close() {
+	s.init()
+	s.stop()
+	s.wg.Wait()
+}
+
+func (s *Server) init() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs == nil {
+		s.runs = map[string]*liveRun{}
+		s.base, s.stop = context.WithCancel(context.Background())
+	}
+}
+
+// Handler returns the API handler, to be mounted at /api/.
+func (s *Server) Handler() http.Handler {
+	s.init()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/health", s.health)
+	mux.HandleFunc("GET /api/runbooks", s.listRunbooks)
+	mux.HandleFunc("GET /api/runbooks/{slug}/results", s.results)
+	mux.HandleFunc("GET /api/runbooks/{slug}/target", s.target)
+	mux.HandleFunc("POST /api/runs", s.startRun)
+	mux.HandleFunc("GET /api/runs", s.listRuns)
+	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
+	mux.HandleFunc("GET /api/runs/{id}/events", s.events)
+	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancelRun)
+	return s.guard(mux)
+}
+
+// apiError is the JSON error body; Code is stable for scripts and the page.
+type apiError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, status int, code, format string, args ...any) {
+	writeJSON(w, status, apiError{Error: fmt.Sprintf(format, args...), Code: code})
+}
+
+// guard applies the checks every request must pass, before any handler.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Vary", "Origin")
+		// DNS rebinding: a page on evil.example that resolves to 127.0.0.1
+		// still sends Host: evil.example.
+		if !IsLoopbackHost(r.Host) {
+			fail(w, http.StatusForbidden, "bad_host", "Host %q is not a loopback name", r.Host)
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin != "" {
+			if !s.originAllowed(origin) {
+				fail(w, http.StatusForbidden, "bad_origin", "origin %q is not allowed; start the executor with --allow-origin %s", origin, origin)
+				return
+			}
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+			w.Header().Set("Access-Control-Max-Age", "600")
+		}
+		if r.Method == http.MethodOptions {
+			if origin == "" {
+				fail(w, http.StatusForbidden, "bad_origin", "preflight without an Origin")
+				return
+			}
+			// Chrome's Private Network Access: a public page asking for a
+			// loopback address must be answered explicitly, and only for
+			// origins we allow (checked above).
+			if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
+				w.Header().Set("Access-Control-Allow-Private-Network", "true")
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if !s.tokenOK(r) {
+			fail(w, http.StatusUnauthorized, "bad_token", "missing or wrong token; open the pairing URL the executor printed")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) tokenOK(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || s.Token == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) == 1
+}
+
+func (s *Server) originAllowed(origin string) bool {
+	for _, o := range s.AllowOrigins {
+		if strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsLoopbackHost reports whether a Host header names the loopback interface.
+func IsLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": s.Version})
+}
+
+var slugRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
+
+// runbook finds a loaded runbook by slug. The slug is only compared, never
+// used as a path, so traversal is impossible.
+func (s *Server) runbook(slug string) *runbook.Runbook {
+	if !slugRe.MatchString(slug) {
+		return nil
+	}
+	for _, rb := range s.Content.Runbooks() {
+		if rb.Slug == slug {
+			return rb
+		}
+	}
+	return nil
+}
+
+type blockInfo struct {
+	ID      string `json:"id"`
+	Hash    string `json:"hash"`
+	Target  string `json:"target"`
+	Step    string `json:"step,omitempty"`
+	Confirm bool   `json:"confirm,omitempty"`
+}
+
+func (s *Server) listRunbooks(w http.ResponseWriter, r *http.Request) {
+	type rbInfo struct {
+		Slug   string      `json:"slug"`
+		Title  string      `json:"title"`
+		Hash   string      `json:"hash"`
+		Blocks []blockInfo `json:"blocks"`
+	}
+	out := []rbInfo{}
+	for _, rb := range s.Content.Runbooks() {
+		ri := rbInfo{Slug: rb.Slug, Title: rb.Meta.Title, Hash: rb.Hash, Blocks: []blockInfo{}}
+		for _, b := range rb.Blocks {
+			if !b.Executable() {
+				continue
+			}
+			bi := blockInfo{ID: b.ID, Hash: b.Hash, Target: string(b.Target), Confirm: b.Confirm}
+			if b.Step != nil {
+				bi.Step = b.Step.ID
+			}
+			ri.Blocks = append(ri.Blocks, bi)
+		}
+		out = append(out, ri)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) results(w http.ResponseWriter, r *http.Request) {
+	rb := s.runbook(r.PathValue("slug"))
+	if rb == nil {
+		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", r.PathValue("slug"))
+		return
+	}
+	hashes := map[string]string{}
+	for _, b := range rb.Blocks {
+		if b.Executable() {
+			hashes[b.ID] = b.Hash
+		}
+	}
+	latest := map[string]executor.Record{}
+	if s.Engine.Journal != nil {
+		latest = s.Engine.Journal.Latest(rb.Slug, hashes)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": latest, "captures": s.Engine.Captures(rb)})
+}
+
+func (s *Server) target(w http.ResponseWriter, r *http.Request) {
+	rb := s.runbook(r.PathValue("slug"))
+	if rb == nil {
+		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", r.PathValue("slug"))
+		return
+	}
+	out := map[string]any{}
+	if s.Where != nil {
+		where, err := s.Where(rb)
+		out["kube"] = where
+		if err != nil {
+			out["kube_error"] = err.Error()
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// RunRequest is the body of POST /api/runs.
+type RunRequest struct {
+	Runbook string            `json:"runbook"`
+	Block   string            `json:"block"`
+	Hash    string            `json:"hash"`
+	Params  map[string]string `json:"params"`
+	Confirm bool              `json:"confirm"`
+}
+
+// DecodeRunRequest reads and checks a run request strictly: unknown fields,
+// trailing data and oversized values are errors.
+func DecodeRunRequest(body io.Reader) (*RunRequest, error) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req RunRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, fmt.Errorf("bad request body: %v", err)
+	}
+	if dec.More() {
+		return nil, errors.New("bad request body: data after the JSON object")
+	}
+	if req.Runbook == "" || req.Block == "" || req.Hash == "" {
+		return nil, errors.New("bad request body: runbook, block and hash are required")
+	}
+	if len(req.Params) > 256 {
+		return nil, errors.New("bad request body: too many params")
+	}
+	for k, v := range req.Params {
+		if len(k) > 128 || len(v) > 8<<10 {
+			return nil, fmt.Errorf("bad request body: param %.40q is too long", k)
+		}
+	}
+	return &req, nil
+}
+
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		// Also keeps "simple" cross-site form posts out: they cannot send JSON.
+		fail(w, http.StatusUnsupportedMediaType, "bad_content_type", "Content-Type must be application/json")
+		return
+	}
+	req, err := DecodeRunRequest(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) || strings.Contains(err.Error(), "request body too large") {
+			fail(w, http.StatusRequestEntityTooLarge, "too_large", "request body over %d bytes", MaxBody)
+			return
+		}
+		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
+		return
+	}
+	rb := s.runbook(req.Runbook)
+	if rb == nil {
+		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", req.Runbook)
+		return
+	}
+	run, err := s.Engine.Prepare(executor.Request{Runbook: rb, BlockID: req.Block, Hash: req.Hash, Params: req.Params, Confirmed: req.Confirm})
+	if err != nil {
+		status, code := http.StatusBadRequest, "refused"
+		switch {
+		case errors.Is(err, executor.ErrUnknownBlock):
+			status, code = http.StatusNotFound, "unknown_block"
+		case errors.Is(err, executor.ErrHashMismatch):
+			status, code = http.StatusConflict, "hash_mismatch"
+		case errors.Is(err, executor.ErrBusy):
+			status, code = http.StatusConflict, "busy"
+		case errors.Is(err, executor.ErrNeedsConfirm):
+			status, code = http.StatusPreconditionRequired, "needs_confirm"
+		case errors.Is(err, executor.ErrBadParam):
+			code = "bad_param"
+		case errors.Is(err, executor.ErrConditionFalse):
+			code = "condition_false"
+		case errors.Is(err, executor.ErrContextRefused):
+			status, code = http.StatusForbidden, "context_refused"
+		}
+		fail(w, status, code, "%v", err)
+		return
+	}
+	lr := s.launch(rb, run)
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": lr.id, "where": run.Where})
+}
+
+// launch starts a prepared run in the background.
+func (s *Server) launch(rb *runbook.Runbook, run *executor.Run) *liveRun {
+	ctx, cancel := context.WithCancel(s.base)
+	lr := &liveRun{id: run.ID, runbook: rb.Slug, block: run.Job.Block.ID, cancel: cancel, done: make(chan struct{}),
+		subs: map[chan event]struct{}{}, started: time.Now().UTC()}
+	s.mu.Lock()
+	s.runs[lr.id] = lr
+	s.order = append(s.order, lr.id)
+	for len(s.order) > keepRuns {
+		old := s.runs[s.order[0]]
+		if old != nil && !old.finished() {
+			break
+		}
+		delete(s.runs, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		rec := run.Execute(ctx, lr)
+		lr.finish(rec)
+		if s.OnRecord != nil {
+			s.OnRecord(rb, rec)
+		}
+	}()
+	return lr
+}
+
+func (s *Server) lookup(id string) *liveRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runs[id]
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	lr := s.lookup(r.PathValue("id"))
+	if lr == nil {
+		fail(w, http.StatusNotFound, "unknown_run", "no run %q", r.PathValue("id"))
+		return
+	}
+	writeJSON(w, http.StatusOK, lr.snapshot())
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	lr := s.lookup(r.PathValue("id"))
+	if lr == nil {
+		fail(w, http.StatusNotFound, "unknown_run", "no run %q", r.PathValue("id"))
+		return
+	}
+	lr.cancel()
+	<-lr.done
+	writeJSON(w, http.StatusOK, lr.snapshot())
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	slug := r.URL.Query().Get("runbook")
+	if slug != "" && s.runbook(slug) == nil {
+		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", slug)
+		return
+	}
+	var recs []executor.Record
+	if s.Engine.Journal != nil {
+		recs = s.Engine.Journal.Records(slug)
+	}
+	if len(recs) > 100 {
+		recs = recs[len(recs)-100:]
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Start.After(recs[j].Start) })
+	if recs == nil {
+		recs = []executor.Record{}
+	}
+	writeJSON(w, http.StatusOK, recs)
+}
+
+// events streams a run as Server-Sent Events: output, event, done. A late
+// subscriber first gets the last replayBytes of output.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	lr := s.lookup(r.PathValue("id"))
+	if lr == nil {
+		fail(w, http.StatusNotFound, "unknown_run", "no run %q", r.PathValue("id"))
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		fail(w, http.StatusInternalServerError, "no_stream", "streaming unsupported")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	replay, ch, rec := lr.subscribe()
+	defer lr.unsubscribe(ch)
+	for _, ev := range replay {
+		writeEvent(w, ev)
+	}
+	if rec != nil {
+		writeEvent(w, event{name: "done", data: rec})
+		fl.Flush()
+		return
+	}
+	fl.Flush()
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keepalive.C:
+			io.WriteString(w, ": keepalive\n\n")
+			fl.Flush()
+		case ev, ok := <-ch:
+			if !ok {
+				writeEvent(w, event{name: "lagged", data: map[string]string{"error": "the page fell behind; reconnect to resume"}})
+				fl.Flush()
+				return
+			}
+			writeEvent(w, ev)
+			// Flush when nothing else is queued, so bursts go out together.
+			if len(ch) == 0 {
+				fl.Flush()
+			}
+			if ev.name == "done" {
+				fl.Flush()
+				return
+			}
+		}
+	}
+}
+
+func writeEvent(w io.Writer, ev event) {
+	data, _ := json.Marshal(ev.data)
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, data)
+}
+
+type event struct {
+	name string
+	data any
+	size int
+}
+
+// liveRun is a run in progress or recently finished; it is the Sink the
+// engine writes to and fans output out to subscribers.
+type liveRun struct {
+	id, runbook, block string
+	started            time.Time
+	cancel             context.CancelFunc
+	done               chan struct{}
+
+	mu      sync.Mutex
+	replay  []event
+	replayN int
+	subs    map[chan event]struct{}
+	record  *executor.Record
+}
+
+func (lr *liveRun) Output(host string, p []byte) {
+	lr.publish(event{name: "output", data: map[string]string{"host": host, "data": string(p)}, size: len(p)})
+}
+
+func (lr *liveRun) Event(ev executor.Event) {
+	lr.publish(event{name: "progress", data: ev, size: len(ev.Message) + 32})
+}
+
+func (lr *liveRun) publish(ev event) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	lr.replay = append(lr.replay, ev)
+	lr.replayN += ev.size
+	for lr.replayN > replayBytes && len(lr.replay) > 1 {
+		lr.replayN -= lr.replay[0].size
+		lr.replay = lr.replay[1:]
+	}
+	for ch := range lr.subs {
+		select {
+		case ch <- ev:
+		default:
+			// Too slow: cut it off rather than buffer without bound.
+			close(ch)
+			delete(lr.subs, ch)
+		}
+	}
+}
+
+func (lr *liveRun) subscribe() ([]event, chan event, *executor.Record) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	replay := append([]event(nil), lr.replay...)
+	if lr.record != nil {
+		return replay, nil, lr.record
+	}
+	ch := make(chan event, subscriberBuffer)
+	lr.subs[ch] = struct{}{}
+	return replay, ch, nil
+}
+
+func (lr *liveRun) unsubscribe(ch chan event) {
+	if ch == nil {
+		return
+	}
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if _, ok := lr.subs[ch]; ok {
+		delete(lr.subs, ch)
+	}
+}
+
+func (lr *liveRun) finish(rec *executor.Record) {
+	lr.mu.Lock()
+	lr.record = rec
+	ev := event{name: "done", data: rec}
+	for ch := range lr.subs {
+		select {
+		case ch <- ev:
+		default:
+			close(ch)
+			delete(lr.subs, ch)
+		}
+	}
+	lr.mu.Unlock()
+	close(lr.done)
+}
+
+func (lr *liveRun) finished() bool {
+	select {
+	case <-lr.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (lr *liveRun) snapshot() map[string]any {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	out := map[string]any{"id": lr.id, "runbook": lr.runbook, "block": lr.block, "started": lr.started, "status": executor.StatusRunning}
+	if lr.record != nil {
+		out["status"] = lr.record.Status
+		out["record"] = lr.record
+	}
+	return out
+}
