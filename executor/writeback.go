@@ -1,0 +1,174 @@
+package executor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// ErrConflict means the runbook file changed on disk since it was loaded.
+var ErrConflict = errors.New("runbook changed on disk since it was loaded")
+
+// Write-back keeps the page readable: long output is cut.
+const (
+	writeBackMaxLines = 200
+	writeBackMaxBytes = 32 << 10
+)
+
+// WriteBack records a verified run in the runbook's Markdown as an
+// {output=ID} block right after the block (replacing an earlier one). Every
+// other byte of the file is kept. The file is replaced atomically, and not
+// at all when it changed on disk since rb was parsed (ErrConflict).
+func WriteBack(rb *runbook.Runbook, rec *Record) ([]byte, error) {
+	if rec.Status != StatusVerified {
+		return nil, fmt.Errorf("write-back: run %s is %s, only verified runs are written back", rec.ID, rec.Status)
+	}
+	b := rb.BlockByID(rec.Block)
+	if b == nil || b.Hash != rec.Hash {
+		return nil, fmt.Errorf("%w: %s: block %q is not the one that ran", ErrConflict, rb.Path, rec.Block)
+	}
+	disk, err := os.ReadFile(rb.Path)
+	if err != nil {
+		return nil, fmt.Errorf("write-back: %w", err)
+	}
+	if sum := sha256.Sum256(disk); hex.EncodeToString(sum[:]) != rb.Hash {
+		return nil, fmt.Errorf("%w: %s; reload it (the served page does so on its own) and run the block again", ErrConflict, rb.Path)
+	}
+	block := outputBlock(rec)
+	src := rb.Source
+	var out []byte
+	if old := recordedFor(rb, b.ID); old != nil {
+		out = append(append(append([]byte{}, src[:old.Span[0]]...), block...), src[old.Span[1]:]...)
+	} else {
+		at := b.Span[1]
+		ins := "\n" + block
+		if at > 0 && src[at-1] != '\n' {
+			ins = "\n" + ins
+		}
+		out = append(append(append([]byte{}, src[:at]...), ins...), src[at:]...)
+	}
+	if err := atomicWrite(rb.Path, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func recordedFor(rb *runbook.Runbook, id string) *runbook.Block {
+	for _, x := range rb.Blocks {
+		if x.Role == runbook.RoleOutput && x.OutputOf == id {
+			return x
+		}
+	}
+	return nil
+}
+
+// outputBlock renders the {output=...} fenced block for rec.
+func outputBlock(rec *Record) string {
+	body := cleanOutput(rec.Output)
+	fence := "```"
+	for strings.Contains(body, fence) {
+		fence += "`"
+	}
+	exit := 0
+	host := ""
+	if len(rec.Hosts) > 0 {
+		exit = rec.Hosts[0].Exit
+		var hs []string
+		for _, h := range rec.Hosts {
+			if h.Host != "" {
+				hs = append(hs, h.Host)
+			}
+		}
+		host = strings.Join(hs, " ")
+	}
+	attrs := []string{"output=" + rec.Block, "status=" + string(rec.Status), "at=" + rec.Start.UTC().Format("2006-01-02T15:04:05Z")}
+	switch {
+	case rec.Target == string(runbook.TargetKube):
+		attrs = append(attrs, "context="+quoteAttr(rec.Where))
+	case host != "":
+		attrs = append(attrs, "host="+quoteAttr(host))
+	default:
+		attrs = append(attrs, "host=local")
+	}
+	attrs = append(attrs, fmt.Sprintf("exit=%d", exit), fmt.Sprintf("duration=%.1fs", rec.Duration))
+	return fmt.Sprintf("%stext {%s}\n%s%s\n", fence, strings.Join(attrs, " "), body, fence)
+}
+
+func quoteAttr(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", " ").Replace(s) + `"`
+}
+
+// cleanOutput keeps printable text, bounded, ending with a newline.
+func cleanOutput(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r >= 0x20 && r != 0x7f {
+			return r
+		}
+		return -1
+	}, strings.ReplaceAll(s, "\r\n", "\n"))
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	cut := 0
+	if len(lines) > writeBackMaxLines {
+		cut = len(lines) - writeBackMaxLines
+		lines = lines[cut:]
+	}
+	s = strings.Join(lines, "\n")
+	if len(s) > writeBackMaxBytes {
+		s = s[len(s)-writeBackMaxBytes:]
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[i+1:]
+		}
+		cut++
+	}
+	if cut > 0 {
+		s = "… (earlier output cut)\n" + s
+	}
+	if s == "" {
+		return ""
+	}
+	return s + "\n"
+}
+
+// atomicWrite replaces path with data: a temporary file in the same folder,
+// fsync'd, renamed over it, keeping the mode.
+func atomicWrite(path string, data []byte) error {
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("write-back: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write-back: %w", err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write-back: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write-back: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write-back: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write-back: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
