@@ -44,3 +44,13 @@ bench: build
 
 clean:
 	rm -rf bin public
+
+.PHONY: sandbox-bins sandbox sandbox-down
+## sandbox-bins: build (once, cached) etcd, kube-apiserver and kube-controller-manager
+sandbox-bins:
+	scripts/sandbox-bins.sh
+## sandbox: start a real cluster and SSH hosts for the bundled runbooks
+sandbox: sandbox-bins
+	$(GO) run ./cmd/cairn sandbox up
+sandbox-down:
+	$(GO) run ./cmd/cairn sandbox down

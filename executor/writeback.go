@@ -171,4 +171,3 @@ func atomicWrite(path string, data []byte) error {
 	}
 	return nil
 }
-

@@ -30,8 +30,7 @@ func newFlagSet(m *Main, name, usage, examples string) *flag.FlagSet {
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
-		return errHelp
+		return errHelp // flag.Parse has printed the usage
 	}
 	if err != nil {
 		return &usageError{cmd: fs.Name(), msg: err.Error()}

@@ -51,21 +51,6 @@ func runSandbox(ctx context.Context, m *Main, args []string) error {
 	return &usageError{cmd: "sandbox", msg: fmt.Sprintf("unknown sandbox command %q (want up, down, status or env)", args[0])}
 }
 
-// sandboxFlags is newFlagSet with usage printed at most once: flag.Parse
-// already calls fs.Usage on -help, and parseFlags calls it again (reported to
-// the owner of flags.go; drop this wrapper once that is fixed).
-func sandboxFlags(m *Main, name, usage, examples string) *flag.FlagSet {
-	fs := newFlagSet(m, name, usage, examples)
-	u := fs.Usage
-	printed := false
-	fs.Usage = func() {
-		if !printed {
-			printed = true
-			u()
-		}
-	}
-	return fs
-}
 
 // stateDirFlag adds --state-dir to fs.
 func stateDirFlag(fs *flag.FlagSet) *string {
@@ -73,7 +58,7 @@ func stateDirFlag(fs *flag.FlagSet) *string {
 }
 
 func sandboxUp(ctx context.Context, m *Main, args []string) error {
-	fs := sandboxFlags(m, "sandbox up", "sandbox up [flags]", `  # Start the cluster and 4 SSH hosts, then point kubectl at it:
+	fs := newFlagSet(m, "sandbox up", "sandbox up [flags]", `  # Start the cluster and 4 SSH hosts, then point kubectl at it:
   cairn sandbox up && eval "$(cairn sandbox env)" && kubectl get ns
 
   # SSH hosts only, on 127.0.0.1 ports (no network namespaces):
@@ -140,7 +125,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 }
 
 func sandboxDown(ctx context.Context, m *Main, args []string) error {
-	fs := sandboxFlags(m, "sandbox down", "sandbox down [flags]", `  # Stop the sandbox and delete its state (safe to run twice):
+	fs := newFlagSet(m, "sandbox down", "sandbox down [flags]", `  # Stop the sandbox and delete its state (safe to run twice):
   cairn sandbox down`)
 	dir := stateDirFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -164,7 +149,7 @@ func sandboxDown(ctx context.Context, m *Main, args []string) error {
 }
 
 func sandboxStatus(ctx context.Context, m *Main, args []string) error {
-	fs := sandboxFlags(m, "sandbox status", "sandbox status [flags]", `  # Is the sandbox up? (exit status 0 if every part answers)
+	fs := newFlagSet(m, "sandbox status", "sandbox status [flags]", `  # Is the sandbox up? (exit status 0 if every part answers)
   cairn sandbox status`)
 	dir := stateDirFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -186,7 +171,7 @@ func sandboxStatus(ctx context.Context, m *Main, args []string) error {
 }
 
 func sandboxEnv(ctx context.Context, m *Main, args []string) error {
-	fs := sandboxFlags(m, "sandbox env", "sandbox env [flags]", `  # Point kubectl and the bundled runbooks at the sandbox:
+	fs := newFlagSet(m, "sandbox env", "sandbox env [flags]", `  # Point kubectl and the bundled runbooks at the sandbox:
   eval "$(cairn sandbox env)"
   kubectl get namespaces
   ssh -F "$CAIRN_SANDBOX_SSH_CONFIG" cp0 hostname`)

@@ -1,0 +1,462 @@
+// Package kube runs native Kubernetes actions (target=kube blocks with an
+// action) through the API: server-side apply of multi-document manifests,
+// get with a JSONPath projection, patch, delete, scale and wait. It also
+// guards which cluster a runbook may touch and writes the pinned kubeconfig
+// that target=kube shell blocks run kubectl with.
+//
+// A Runner is bound to one kubeconfig context for its whole life:
+//
+//	r, err := kube.New(kube.Config{Kubeconfig: path, Context: name})
+//	t, err := r.Guard(rb)          // which cluster; ErrContextRefused if rb does not allow it
+//	res, err := r.Run(ctx, job, sink)
+//
+// Objects returned by actions land in HostResult.Objects as map[string]any;
+// EvalJSONPath, CheckJSONPath and CaptureJSONPath evaluate JSONPath on them
+// with kubectl's semantics.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// DefaultFieldManager is the field manager of server-side applies.
+const DefaultFieldManager = "cairn"
+
+// Defaults for Config.
+const (
+	defaultWatchTimeout = 5 * time.Minute
+	defaultCRDWait      = 30 * time.Second
+)
+
+// Config says which cluster a Runner talks to.
+type Config struct {
+	// Kubeconfig is an explicit kubeconfig file. Empty: the usual loading
+	// rules ($KUBECONFIG, a list of files, else ~/.kube/config).
+	Kubeconfig string
+	// Context is the kubeconfig context to use. Empty: current-context.
+	Context string
+	// FieldManager for server-side apply; default DefaultFieldManager.
+	FieldManager string
+	// WatchTimeout bounds each watch of action=wait; the watch is then
+	// re-listed. Default 5m. Tests lower it to exercise the re-list.
+	WatchTimeout time.Duration
+	// CRDWait bounds how long apply waits for a kind defined by a CRD
+	// applied earlier in the same manifest to be served. Default 30s.
+	CRDWait time.Duration
+}
+
+// Target is the cluster a Runner touches, for the page to show.
+type Target struct {
+	Context   string
+	Cluster   string
+	Server    string
+	User      string
+	Namespace string // the context's default namespace; "" means default
+}
+
+func (t Target) String() string {
+	s := fmt.Sprintf("context %q (cluster %q at %s, user %q", t.Context, t.Cluster, t.Server, t.User)
+	if t.Namespace != "" {
+		s += fmt.Sprintf(", namespace %q", t.Namespace)
+	}
+	return s + ")"
+}
+
+// Runner runs target=kube blocks that have an action. It is safe for
+// concurrent use; discovery results are cached and refreshed when a kind is
+// unknown.
+type Runner struct {
+	cfg    Config
+	target Target
+	raw    clientcmdapi.Config // the merged kubeconfig, paths resolved
+	rest   *rest.Config
+	dyn    dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+	kinds  meta.RESTMapper // mapper with short names (deploy, cm, ...)
+
+	mu sync.Mutex // guards resets of mapper
+}
+
+var _ executor.Runner = (*Runner)(nil)
+
+// New loads the kubeconfig, selects the context and builds the clients. It
+// does not contact the cluster.
+func New(cfg Config) (*Runner, error) {
+	if cfg.FieldManager == "" {
+		cfg.FieldManager = DefaultFieldManager
+	}
+	if cfg.WatchTimeout <= 0 {
+		cfg.WatchTimeout = defaultWatchTimeout
+	}
+	if cfg.CRDWait <= 0 {
+		cfg.CRDWait = defaultCRDWait
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if cfg.Kubeconfig != "" {
+		rules.ExplicitPath = cfg.Kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cfg.Context})
+	raw, err := cc.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	name := cfg.Context
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	if name == "" {
+		return nil, fmt.Errorf("load kubeconfig %s: no current-context; choose a context", strings.Join(rules.GetLoadingPrecedence(), ":"))
+	}
+	kctx, ok := raw.Contexts[name]
+	if !ok {
+		return nil, fmt.Errorf("load kubeconfig %s: no context %q (have: %s)", strings.Join(rules.GetLoadingPrecedence(), ":"), name, strings.Join(contextNames(raw), ", "))
+	}
+	t := Target{Context: name, Cluster: kctx.Cluster, User: kctx.AuthInfo, Namespace: kctx.Namespace}
+	if c, ok := raw.Clusters[kctx.Cluster]; ok {
+		t.Server = c.Server
+	}
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kube context %q: %w", name, err)
+	}
+	rc = rest.CopyConfig(rc)
+	rc.WarningHandlerWithContext = warningToSink{}
+	if rc.QPS == 0 {
+		rc.QPS, rc.Burst = 50, 100
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kube context %q: discovery client: %w", name, err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kube context %q: dynamic client: %w", name, err)
+	}
+	cached := memory.NewMemCacheClient(dc)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
+	return &Runner{
+		cfg:    cfg,
+		target: t,
+		raw:    raw,
+		rest:   rc,
+		dyn:    dyn,
+		mapper: mapper,
+		kinds:  restmapper.NewShortcutExpander(mapper, cached, nil),
+	}, nil
+}
+
+func contextNames(c clientcmdapi.Config) []string {
+	var names []string
+	for n := range c.Contexts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Target reports the cluster this Runner touches.
+func (r *Runner) Target() Target { return r.target }
+
+// Guard reports the cluster a block of rb would touch and refuses, with an
+// error wrapping executor.ErrContextRefused, a context that rb's front
+// matter (kube.contexts: names or path.Match globs) does not allow. An empty
+// list allows every context.
+func (r *Runner) Guard(rb *runbook.Runbook) (Target, error) {
+	var patterns []string
+	if rb != nil {
+		patterns = rb.Meta.KubeContexts
+	}
+	return r.target, CheckContext(r.target, patterns)
+}
+
+// CheckContext is Guard's test: nil when patterns is empty or one of them
+// matches t.Context (exactly, or as a path.Match glob).
+func CheckContext(t Target, patterns []string) error {
+	if len(patterns) == 0 {
+		return nil
+	}
+	for _, p := range patterns {
+		if p == t.Context {
+			return nil
+		}
+		if ok, err := path.Match(p, t.Context); err == nil && ok {
+			return nil
+		}
+	}
+	quoted := make([]string, len(patterns))
+	for i, p := range patterns {
+		quoted[i] = fmt.Sprintf("%q", p)
+	}
+	return fmt.Errorf("%w: %s is not one of the runbook's kube.contexts [%s]; switch context or add it to the front matter",
+		executor.ErrContextRefused, t, strings.Join(quoted, ", "))
+}
+
+// Run implements executor.Runner: one HostResult named after the context.
+// Exit is 0 on success, 1 when the API refused or a condition failed (Err
+// says why), -1 when the block did not run or ctx ended first.
+func (r *Runner) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]executor.HostResult, error) {
+	res := executor.HostResult{Host: r.target.Context, Exit: -1, Start: time.Now()}
+	p := &printer{sink: out, host: r.target.Context}
+	objs, exit, err := r.run(ctx, job, p)
+	res.Objects, res.Exit, res.Err = objs, exit, err
+	res.Duration = time.Since(res.Start)
+	return []executor.HostResult{res}, nil
+}
+
+func (r *Runner) run(ctx context.Context, job *executor.Job, p *printer) ([]any, int, error) {
+	b := job.Block
+	if b == nil {
+		return nil, -1, errors.New("kube: job has no block")
+	}
+	if _, err := r.Guard(job.Runbook); err != nil {
+		p.printf("error: %v\n", err)
+		return nil, -1, err
+	}
+	if b.Target != runbook.TargetKube || b.Action == "" {
+		return nil, -1, fmt.Errorf("block %q: not a native kube action (target=%s, action=%q); a kube shell block runs with the local runner and a pinned kubeconfig", b.ID, b.Target, b.Action)
+	}
+	p.sink.Event(executor.Event{Kind: "info", Host: p.host, Message: r.target.String()})
+	a := newAction(b, job.Env)
+	ctx = withPrinter(ctx, p)
+	var objs []any
+	var err error
+	switch a.verb {
+	case "apply":
+		objs, err = r.apply(ctx, a, p)
+	case "get":
+		objs, err = r.get(ctx, a, p)
+	case "patch":
+		objs, err = r.patch(ctx, a, p)
+	case "delete":
+		objs, err = r.delete(ctx, a, p)
+	case "scale":
+		objs, err = r.scale(ctx, a, p)
+	case "wait":
+		objs, err = r.wait(ctx, a, p)
+	default:
+		err = fmt.Errorf("block %q: unknown kube action %q", b.ID, a.verb)
+		p.printf("error: %v\n", err)
+		return nil, -1, err
+	}
+	var we *WaitError
+	switch {
+	case err == nil:
+		return objs, 0, nil
+	case errors.As(err, &we):
+		p.printf("error: %s\n", we.Detail())
+		return objs, 1, err
+	case ctx.Err() != nil:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %v", executor.ErrTimeout, err)
+		} else {
+			err = fmt.Errorf("%w: %v", ctx.Err(), err)
+		}
+		p.printf("error: %v\n", err)
+		return objs, -1, err
+	default:
+		p.printf("error: %v\n", err)
+		return objs, 1, err
+	}
+}
+
+// action is a block's attributes with parameter references substituted.
+type action struct {
+	id            string
+	verb          string
+	kind          string
+	name          string
+	namespace     string
+	selector      string
+	fieldSelector string
+	jsonpath      string
+	patchType     string
+	replicas      string
+	waitFor       string
+	all           bool
+	body          string
+}
+
+func newAction(b *runbook.Block, env map[string]string) *action {
+	sub := func(s string) string { return runbook.Substitute(s, env, false) }
+	return &action{
+		id:            b.ID,
+		verb:          b.Action,
+		kind:          sub(b.Kind),
+		name:          sub(b.Name),
+		namespace:     sub(b.Namespace),
+		selector:      sub(b.Selector),
+		fieldSelector: sub(b.FieldSelector),
+		jsonpath:      b.JSONPath,
+		patchType:     b.PatchType,
+		replicas:      sub(b.Replicas),
+		waitFor:       sub(b.For),
+		all:           b.All,
+		body:          runbook.Substitute(b.Content, env, true),
+	}
+}
+
+// resource is a kind resolved through discovery.
+type resource struct {
+	gvr        schema.GroupVersionResource
+	gvk        schema.GroupVersionKind
+	namespaced bool
+}
+
+// ref is kubectl's name for one object: deployment.apps/web, configmap/x.
+func (res resource) ref(name string) string {
+	k := strings.ToLower(res.gvk.Kind)
+	if res.gvk.Group != "" {
+		k += "." + res.gvk.Group
+	}
+	return k + "/" + name
+}
+
+// plural is the resource as kubectl spells it in messages: deployments.apps.
+func (res resource) plural() string { return res.gvr.GroupResource().String() }
+
+func fromMapping(m *meta.RESTMapping) resource {
+	return resource{gvr: m.Resource, gvk: m.GroupVersionKind, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}
+}
+
+// resolveKind maps what a block's kind= says (Deployment, deployments,
+// deployments.apps, deploy, ciliumnodes.cilium.io, deployments.v1.apps) to
+// a resource the way kubectl does. An unknown kind refreshes discovery once:
+// a CRD created since the last look may define it.
+func (r *Runner) resolveKind(ctx context.Context, kind string) (resource, error) {
+	if kind == "" {
+		return resource{}, errors.New("kind= is empty")
+	}
+	res, err := r.mappingFor(kind)
+	if err != nil && meta.IsNoMatchError(err) {
+		r.resetDiscovery()
+		res, err = r.mappingFor(kind)
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			_, gr := schema.ParseResourceArg(kind)
+			return resource{}, fmt.Errorf("the server doesn't have a resource type %q", gr.String())
+		}
+		return resource{}, fmt.Errorf("resolve kind %q: %w", kind, err)
+	}
+	return res, ctx.Err()
+}
+
+func (r *Runner) mappingFor(arg string) (resource, error) {
+	full, gr := schema.ParseResourceArg(arg)
+	var gvk schema.GroupVersionKind
+	if full != nil {
+		gvk, _ = r.kinds.KindFor(*full)
+	}
+	if gvk.Empty() {
+		gvk, _ = r.kinds.KindFor(gr.WithVersion(""))
+	}
+	if !gvk.Empty() {
+		m, err := r.kinds.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return resource{}, err
+		}
+		return fromMapping(m), nil
+	}
+	fullKind, gk := schema.ParseKindArg(arg)
+	if fullKind != nil {
+		if m, err := r.kinds.RESTMapping(fullKind.GroupKind(), fullKind.Version); err == nil {
+			return fromMapping(m), nil
+		}
+	}
+	m, err := r.kinds.RESTMapping(gk)
+	if err != nil {
+		return resource{}, err
+	}
+	return fromMapping(m), nil
+}
+
+// mapGVK maps an object's apiVersion and kind.
+func (r *Runner) mapGVK(gvk schema.GroupVersionKind) (resource, error) {
+	m, err := r.kinds.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return resource{}, err
+	}
+	return fromMapping(m), nil
+}
+
+func (r *Runner) resetDiscovery() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mapper.Reset()
+}
+
+// namespaceFor is the namespace a namespaced action works in: the block's,
+// else the context's, else default.
+func (r *Runner) namespaceFor(a *action) string {
+	switch {
+	case a.namespace != "":
+		return a.namespace
+	case r.target.Namespace != "":
+		return r.target.Namespace
+	}
+	return "default"
+}
+
+// client returns the dynamic client for res in ns (ignored when res is
+// cluster-scoped).
+func (r *Runner) client(res resource, ns string) dynamic.ResourceInterface {
+	if res.namespaced {
+		return r.dyn.Resource(res.gvr).Namespace(ns)
+	}
+	return r.dyn.Resource(res.gvr)
+}
+
+// printer writes a run's output lines to its sink.
+type printer struct {
+	sink executor.Sink
+	host string
+}
+
+func (p *printer) printf(format string, args ...any) {
+	p.sink.Output(p.host, fmt.Appendf(nil, format, args...))
+}
+
+func (p *printer) write(b []byte) {
+	if len(b) > 0 {
+		p.sink.Output(p.host, b)
+	}
+}
+
+// API warnings (deprecated versions, unknown fields) go to the output of
+// the run whose request drew them, as kubectl prints them.
+type printerKey struct{}
+
+func withPrinter(ctx context.Context, p *printer) context.Context {
+	return context.WithValue(ctx, printerKey{}, p)
+}
+
+type warningToSink struct{}
+
+func (warningToSink) HandleWarningHeaderWithContext(ctx context.Context, code int, _ string, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	if p, ok := ctx.Value(printerKey{}).(*printer); ok {
+		p.printf("Warning: %s\n", text)
+	}
+}
