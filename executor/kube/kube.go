@@ -189,6 +189,12 @@ func (r *Runner) Guard(rb *runbook.Runbook) (Target, error) {
 	return r.target, CheckContext(r.target, patterns)
 }
 
+// Where is Guard for Engine.KubeWhere: the target as the page shows it.
+func (r *Runner) Where(rb *runbook.Runbook) (string, error) {
+	t, err := r.Guard(rb)
+	return t.String(), err
+}
+
 // CheckContext is Guard's test: nil when patterns is empty or one of them
 // matches t.Context (exactly, or as a path.Match glob).
 func CheckContext(t Target, patterns []string) error {
