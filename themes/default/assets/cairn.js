@@ -399,8 +399,12 @@
       badge.hidden = true;
       var host = node.classList.contains("step") ? $(".step-title", node) : $(".cb-head", node);
       if (host) {
-        var before = $(".cb-copy", host) || $(".step-done", host);
-        host.insertBefore(badge, before && before.parentNode === host ? before : null);
+        var before = null;
+        Array.prototype.some.call(host.children, function (c) {
+          if (c.classList.contains("cb-actions") || c.classList.contains("cb-copy") || c.classList.contains("step-done")) { before = c; return true; }
+          return false;
+        });
+        host.insertBefore(badge, before);
       } else badge = null;
       condEls.push({ el: node, cond: cond, badge: badge });
     });
@@ -696,6 +700,8 @@
     ["local", "ssh", "kube", "manual"].forEach(function (k) {
       $$(".badge-" + k).forEach(function (b) { if (!b.title && T["target_" + k]) b.title = T["target_" + k]; });
     });
+    // Native kube actions without a body render an empty <pre>.
+    $$(".cb > pre").forEach(function (p) { if (!p.textContent.trim()) p.classList.add("pre-empty"); });
     $$("ul.cb-expect").forEach(function (u) { if (!u.hasAttribute("data-label")) u.setAttribute("data-label", t("expectations", "Expectations")); });
     $$("ul.cb-capture").forEach(function (u) { if (!u.hasAttribute("data-label")) u.setAttribute("data-label", t("captures", "Captures")); });
     var ko = (html.getAttribute("lang") || "").indexOf("ko") === 0;
@@ -943,6 +949,8 @@
       try { f(); } catch (e) { console.error("cairn: " + (f.name || "init") + ": ", e); }
     });
     try { update(); } catch (e) { console.error("cairn: update: ", e); }
+    // Restored state (ticked steps, values) appears without animating in.
+    requestAnimationFrame(function () { requestAnimationFrame(function () { html.classList.remove("cairn-init"); }); });
     Cairn.ready = true;
     try { doc.dispatchEvent(new CustomEvent("cairn:ready", { detail: Cairn })); } catch (e) {}
   }
