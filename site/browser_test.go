@@ -598,4 +598,3 @@ func TestBrowserBundledContent(t *testing.T) {
 		w.check(t, rel)
 	}
 }
-
