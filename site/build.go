@@ -36,9 +36,12 @@ type Options struct {
 	Title    string // site title; default "Cairn"
 	Progress io.Writer
 	Dev      bool // pages load the live-reload script (cairn serve)
-	// Decorate lets the executor add recorded results to the page data
-	// before templates run. May be nil.
+	// Decorate lets the executor adjust the page data before templates
+	// run (the executor URL, say). May be nil.
 	Decorate func(rb *runbook.Runbook, page *Page)
+	// Results gives each block's last verified run, baked into the page.
+	// May be nil.
+	Results func(rb *runbook.Runbook) map[string]BlockResult
 }
 
 // Builder renders a site and keeps what it rendered, so that a change to one
@@ -255,7 +258,11 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 		return nil, err
 	}
 	t := stringsFor(rb.Meta.Lang)
-	html, err := renderBody(rb, t)
+	var results map[string]BlockResult
+	if b.opts.Results != nil {
+		results = b.opts.Results(rb)
+	}
+	html, err := renderBody(rb, t, results)
 	if err != nil {
 		return nil, err
 	}

@@ -212,6 +212,7 @@ func TestServeLiveReload(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("server did not start")
 	}
+	<-updates // the first build
 	get := func(path string) (int, string) {
 		resp, err := http.Get(base + path)
 		if err != nil {

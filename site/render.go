@@ -33,12 +33,24 @@ type nodeRenderer struct {
 	t       Strings
 	names   map[string]bool
 	inStep  bool
-	hashPfx string
+	results map[string]BlockResult
+}
+
+// BlockResult is a block's last verified run, baked into the page. The
+// executor's journal provides it; the site only shows it.
+type BlockResult struct {
+	Status   string
+	At       string // RFC 3339
+	Where    string // host list or kube context
+	Exit     int
+	Duration string
+	Output   string // redacted
+	Reasons  []string
 }
 
 // renderBody renders a parsed runbook's Markdown body to HTML.
-func renderBody(rb *runbook.Runbook, t Strings) ([]byte, error) {
-	nr := &nodeRenderer{rb: rb, t: t, names: rb.Names()}
+func renderBody(rb *runbook.Runbook, t Strings, results map[string]BlockResult) ([]byte, error) {
+	nr := &nodeRenderer{rb: rb, t: t, names: rb.Names(), results: results}
 	r := renderer.NewRenderer(renderer.WithNodeRenderers(
 		util.Prioritized(ghtml.NewRenderer(), 1000),
 		util.Prioritized(extension.NewTableHTMLRenderer(), 500),
@@ -289,7 +301,33 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 		}
 		w.WriteString("</ul>\n")
 	}
-	w.WriteString(`<div class="cb-result" hidden></div>` + "\n</div>\n")
+	if res, ok := r.results[b.ID]; ok {
+		r.result(w, res)
+	} else {
+		w.WriteString(`<div class="cb-result" hidden></div>` + "\n")
+	}
+	w.WriteString("</div>\n")
+}
+
+// result writes a baked last-run result with its provenance.
+func (r *nodeRenderer) result(w util.BufWriter, res BlockResult) {
+	fmt.Fprintf(w, `<div class="cb-result cb-result-baked" data-status="%s" data-at="%s" data-where="%s" data-exit="%d" data-duration="%s">`,
+		html.EscapeString(res.Status), html.EscapeString(res.At), html.EscapeString(res.Where), res.Exit, html.EscapeString(res.Duration))
+	fmt.Fprintf(w, `<div class="cb-result-head"><span class="status status-%s">%s</span>`, html.EscapeString(res.Status), html.EscapeString(r.t["status_"+res.Status]))
+	for _, v := range []string{res.At, res.Where, fmt.Sprintf("exit %d", res.Exit), res.Duration} {
+		if v != "" {
+			fmt.Fprintf(w, ` <span class="prov">%s</span>`, html.EscapeString(v))
+		}
+	}
+	w.WriteString("</div>")
+	if len(res.Reasons) > 0 {
+		w.WriteString(`<ul class="cb-reasons">`)
+		for _, reason := range res.Reasons {
+			fmt.Fprintf(w, "<li>%s</li>", html.EscapeString(reason))
+		}
+		w.WriteString("</ul>")
+	}
+	fmt.Fprintf(w, `<pre class="output"><code>%s</code></pre></div>`+"\n", html.EscapeString(res.Output))
 }
 
 // shortDuration prints 30s, 5m, 1h30m rather than Go's 5m0s.

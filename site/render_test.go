@@ -29,7 +29,7 @@ func TestRenderGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := renderBody(rb, stringsFor(rb.Meta.Lang))
+			got, err := renderBody(rb, stringsFor(rb.Meta.Lang), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestRenderEscapesAndWraps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := renderBody(rb, stringsFor("en"))
+	out, err := renderBody(rb, stringsFor("en"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,8 @@ type ServerOptions struct {
 	API      http.Handler // mounted at /api/ (the executor), may be nil
 	// Ready, if set, receives the URL once the server listens.
 	Ready func(url string)
-	// OnUpdate, if set, is called after every rebuild (tests, benchmarks).
+	// OnUpdate, if set, is called after the first build and every rebuild
+	// (the executor takes the runbooks from it; tests and benchmarks wait on it).
 	OnUpdate func(res *Result, err error)
 }
 
@@ -44,6 +45,8 @@ type Server struct {
 
 	clientsMu sync.Mutex
 	clients   map[chan []byte]struct{}
+
+	buildMu sync.Mutex // one rebuild at a time, so builds publish in order
 }
 
 // NewServer returns a server for the builder's content.
@@ -65,6 +68,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.publish(res, nil)
 	fmt.Fprintf(s.opts.Log, "built %d runbooks, %d steps in %s\n", len(res.Runbooks), res.Steps, ms(res.Duration))
+	if s.opts.OnUpdate != nil {
+		s.opts.OnUpdate(res, nil)
+	}
 
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -189,6 +195,7 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 		case <-timer.C:
 			var res *Result
 			var err error
+			s.buildMu.Lock()
 			if themeChanged {
 				if err = s.b.ReloadTheme(); err == nil {
 					res, err = s.b.Build(ctx)
@@ -202,12 +209,14 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 			}
 			pending, themeChanged = map[string]bool{}, false
 			if ctx.Err() != nil {
+				s.buildMu.Unlock()
 				return
 			}
 			s.publish(res, err)
 			if s.opts.OnUpdate != nil {
 				s.opts.OnUpdate(res, err)
 			}
+			s.buildMu.Unlock()
 		}
 	}
 }
@@ -215,6 +224,18 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 func within(p, dir string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && !strings.HasPrefix(rel, "..")
+}
+
+// Refresh re-renders the given runbook files now (after a run, so that the
+// page bakes in its result) and tells pages to reload.
+func (s *Server) Refresh(ctx context.Context, paths []string) {
+	s.buildMu.Lock()
+	defer s.buildMu.Unlock()
+	res, err := s.b.Update(ctx, paths)
+	s.publish(res, err)
+	if s.opts.OnUpdate != nil {
+		s.opts.OnUpdate(res, err)
+	}
 }
 
 // publish swaps in a new build and notifies pages.

@@ -53,6 +53,8 @@ func (m *Main) commands() []command {
 		{"build", "render runbooks into a static site", runBuild},
 		{"serve", "build, serve and live-reload the site on 127.0.0.1", runServe},
 		{"check", "validate runbooks and report problems as file:line: message", runCheck},
+		{"run", "run a runbook's steps in the terminal, verified and journaled", runRun},
+		{"daemon", "run the executor alone, for a site served elsewhere", runDaemon},
 		{"sandbox", "start or stop the local sandbox cluster and SSH hosts", runSandbox},
 		{"version", "print the cairn version", runVersion},
 	}

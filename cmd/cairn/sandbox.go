@@ -51,7 +51,6 @@ func runSandbox(ctx context.Context, m *Main, args []string) error {
 	return &usageError{cmd: "sandbox", msg: fmt.Sprintf("unknown sandbox command %q (want up, down, status or env)", args[0])}
 }
 
-
 // stateDirFlag adds --state-dir to fs.
 func stateDirFlag(fs *flag.FlagSet) *string {
 	return fs.String("state-dir", sandbox.DefaultStateDir(), "directory for the sandbox's keys, kubeconfig, inventory, logs and state")

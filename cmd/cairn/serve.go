@@ -3,21 +3,31 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/daemon"
+	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/site"
 )
 
-const serveExamples = `  # Serve content/ on http://127.0.0.1:1313 with live reload
+const serveExamples = `  # Serve content/ on http://127.0.0.1:1313 with live reload and the executor
   cairn serve
 
-  # Another port and content folder
-  cairn serve --port 8080 --content runbooks`
+  # Against the local sandbox, writing verified output back into the Markdown
+  cairn sandbox up && cairn serve --write-back
+
+  # Another port, content folder and cluster context
+  cairn serve --port 8080 --content runbooks --context staging`
 
 func runServe(ctx context.Context, m *Main, args []string) error {
-	flags := newFlagSet(m, "serve", "serve [--port N] [--content DIR] [--theme DIR]", serveExamples)
+	flags := newFlagSet(m, "serve", "serve [--port N] [--content DIR] [--theme DIR] [executor flags]", serveExamples)
 	var sf siteFlags
 	sf.register(flags)
+	var ef execFlags
+	ef.register(flags)
 	port := flags.Int("port", 1313, "port on 127.0.0.1 (the next free one is used if it is taken)")
+	noExec := flags.Bool("no-executor", false, "serve the site only; Run buttons stay off")
 	if err := parseFlags(flags, args); err != nil {
 		return done(err)
 	}
@@ -32,14 +42,46 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	opts.Dev = true
+	sopts := site.ServerOptions{Addr: fmt.Sprintf("127.0.0.1:%d", *port), ThemeDir: sf.theme, Log: m.Stderr}
+
+	var d *daemon.Server
+	st := &store{}
+	var srv *site.Server
+	if !*noExec {
+		x, err := setupExecutor(ctx, &ef, sf.content)
+		if err != nil {
+			return err
+		}
+		defer x.Close()
+		for _, n := range x.notes {
+			fmt.Fprintf(m.Stderr, "executor: %s\n", n)
+		}
+		d = &daemon.Server{Engine: x.engine, Content: st, Token: daemon.NewToken(), Version: Version, Where: x.engine.KubeWhere}
+		defer d.Close()
+		opts.Results = journalResults(x.engine.Journal)
+		d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {
+			if rec.Status == executor.StatusVerified && (ef.writeBack || rb.Meta.WriteBack) {
+				writeBack(m.Stderr, st, rb, rec) // fsnotify then re-renders the page
+				return
+			}
+			srv.Refresh(ctx, []string{rb.Path}) // bake the result into the page
+		}
+		sopts.API = d.Handler()
+		sopts.OnUpdate = func(res *site.Result, err error) {
+			if res != nil {
+				st.set(res.Runbooks)
+			}
+		}
+		sopts.Ready = func(url string) {
+			base := strings.TrimSuffix(url, "/")
+			d.AllowOrigins = []string{base, strings.Replace(base, "127.0.0.1", "localhost", 1)}
+			fmt.Fprintf(m.Stderr, "executor: pair this browser by opening %s#cairn-token=%s\n", url, d.Token)
+		}
+	}
 	b, err := site.New(opts)
 	if err != nil {
 		return err
 	}
-	srv := site.NewServer(b, site.ServerOptions{
-		Addr:     fmt.Sprintf("127.0.0.1:%d", *port),
-		ThemeDir: sf.theme,
-		Log:      m.Stderr,
-	})
+	srv = site.NewServer(b, sopts)
 	return srv.Run(ctx)
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/daemon"
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+const daemonExamples = `  # Let the deployed site https://runbooks.example.org run steps on this machine
+  cairn daemon --allow-origin https://runbooks.example.org
+
+  # Another port and content folder, against the sandbox
+  cairn daemon --listen 127.0.0.1:7799 --content runbooks --sandbox yes`
+
+func runDaemon(ctx context.Context, m *Main, args []string) error {
+	flags := newFlagSet(m, "daemon", "daemon [--listen ADDR] [--content DIR] [--allow-origin URL ...] [executor flags]", daemonExamples)
+	listen := flags.String("listen", "127.0.0.1:7788", "address to listen on (loopback only unless --allow-remote)")
+	content := flags.String("content", "content", "folder of runbooks: the daemon runs only blocks it loaded from here")
+	var origins stringList
+	flags.Var(&origins, "allow-origin", "page origin allowed to call the executor, e.g. https://runbooks.example.org (repeatable)")
+	allowRemote := flags.Bool("allow-remote", false, "allow a non-loopback --listen address (every request still needs the token)")
+	var ef execFlags
+	ef.register(flags)
+	if err := parseFlags(flags, args); err != nil {
+		return done(err)
+	}
+	host, _, err := net.SplitHostPort(*listen)
+	if err != nil {
+		return &usageError{cmd: "daemon", msg: fmt.Sprintf("--listen %q: %v", *listen, err)}
+	}
+	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !*allowRemote {
+		return &usageError{cmd: "daemon", msg: fmt.Sprintf("--listen %s is not a loopback address; add --allow-remote if you really mean it", *listen)}
+	}
+	for _, o := range origins {
+		u, err := url.Parse(o)
+		if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" && u.Path != "/" {
+			return &usageError{cmd: "daemon", msg: fmt.Sprintf("--allow-origin %q: give scheme://host[:port], e.g. https://runbooks.example.org", o)}
+		}
+	}
+	set, err := runbook.LoadDir(*content)
+	if err != nil {
+		if ds := runbook.AllDiagnostics(err); len(ds) > 0 {
+			for _, d := range ds {
+				fmt.Fprintln(m.Stderr, d.String())
+			}
+			fmt.Fprintln(m.Stderr, "daemon: runbooks with problems are not loaded until fixed")
+		} else {
+			return err
+		}
+	}
+	st := &store{}
+	st.set(goodRunbooks(set, err))
+	x, err := setupExecutor(ctx, &ef, *content)
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	for _, n := range x.notes {
+		fmt.Fprintf(m.Stderr, "executor: %s\n", n)
+	}
+	d := &daemon.Server{Engine: x.engine, Content: st, Token: daemon.NewToken(), AllowOrigins: origins, Version: Version, Where: x.engine.KubeWhere}
+	defer d.Close()
+	d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {
+		if rec.Status == executor.StatusVerified && (ef.writeBack || rb.Meta.WriteBack) {
+			writeBack(m.Stderr, st, rb, rec)
+		}
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (is another daemon running? try --listen 127.0.0.1:7799)", *listen, err)
+	}
+	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(m.Stderr, "executor listening on %s with %d runbooks\n", base, len(st.Runbooks()))
+	frag := "#cairn-executor=" + url.QueryEscape(base) + "&cairn-token=" + d.Token
+	if len(origins) == 0 {
+		fmt.Fprintf(m.Stderr, "no --allow-origin given: only clients without an Origin (the CLI, curl) can use it\ntoken: %s\n", d.Token)
+	}
+	for _, o := range origins {
+		fmt.Fprintf(m.Stderr, "pair a browser by opening %s/%s\n", strings.TrimSuffix(o, "/"), frag)
+	}
+	go watchContent(ctx, *content, st, m)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func goodRunbooks(set *runbook.Set, err error) []*runbook.Runbook {
+	if set == nil {
+		return nil
+	}
+	bad := map[string]bool{}
+	for _, d := range runbook.AllDiagnostics(err) {
+		bad[d.File] = true
+	}
+	var out []*runbook.Runbook
+	for _, rb := range set.Runbooks {
+		if !bad[rb.Path] {
+			out = append(out, rb)
+		}
+	}
+	return out
+}
+
+// watchContent reloads the runbooks when a file changes, so the daemon
+// always runs what is on disk (hash checks catch stale pages).
+func watchContent(ctx context.Context, dir string, st *store, m *Main) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "watch %s: %v\n", dir, err)
+		return
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		fmt.Fprintf(m.Stderr, "watch %s: %v\n", dir, err)
+		return
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.Errors:
+		case ev := <-w.Events:
+			if strings.HasSuffix(ev.Name, ".md") {
+				timer.Reset(50 * time.Millisecond)
+			}
+		case <-timer.C:
+			set, err := runbook.LoadDir(dir)
+			for _, d := range runbook.AllDiagnostics(err) {
+				fmt.Fprintln(m.Stderr, d.String())
+			}
+			st.set(goodRunbooks(set, err))
+		}
+	}
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/site"
+)
+
+const runExamples = `  # Run every step of a runbook against the sandbox
+  cairn run content/practice.md
+
+  # One step, with parameters
+  cairn run kubeadm-ha --step init --param LOAD_BALANCER_DNS=lb.example.org
+
+  # Resume after a failure, answering yes to confirmations
+  cairn run cilium-multipool --from restart-agents --yes`
+
+func runRun(ctx context.Context, m *Main, args []string) error {
+	flags := newFlagSet(m, "run", "run RUNBOOK [--step ID | --from ID | --block ID] [--param K=V ...] [--yes]", runExamples)
+	content := flags.String("content", "content", "content folder (a RUNBOOK given as a slug is looked up here)")
+	step := flags.String("step", "", "run only this step")
+	from := flags.String("from", "", "start at this step and run the rest")
+	block := flags.String("block", "", "run only this block")
+	yes := flags.Bool("yes", false, "answer yes to every confirmation and pass manual steps")
+	var params, captures stringList
+	flags.Var(&params, "param", "parameter value NAME=VALUE (repeatable)")
+	flags.Var(&captures, "capture", "value an earlier run captured, NAME=VALUE (repeatable; non-secret ones are taken from the journal)")
+	var ef execFlags
+	ef.register(flags)
+	// Flags may follow the runbook: cairn run x.md --step a.
+	var positional []string
+	rest := args
+	for {
+		if err := parseFlags(flags, rest); err != nil {
+			return done(err)
+		}
+		if flags.NArg() == 0 {
+			break
+		}
+		positional = append(positional, flags.Arg(0))
+		rest = flags.Args()[1:]
+	}
+	if len(positional) != 1 {
+		return &usageError{cmd: "run", msg: "give exactly one RUNBOOK (a file or a slug)"}
+	}
+	if n := countSet(*step, *from, *block); n > 1 {
+		return &usageError{cmd: "run", msg: "use only one of --step, --from and --block"}
+	}
+	rb, contentDir, err := loadRunbook(positional[0], *content)
+	if err != nil {
+		return err
+	}
+	given, err := keyValues(params, "--param")
+	if err != nil {
+		return err
+	}
+	seeds, err := keyValues(captures, "--capture")
+	if err != nil {
+		return err
+	}
+	values, err := executor.ResolveParams(rb, given)
+	if err != nil {
+		return err
+	}
+	plan, err := planBlocks(rb, *step, *from, *block)
+	if err != nil {
+		return err
+	}
+	x, err := setupExecutor(ctx, &ef, contentDir)
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	for _, n := range x.notes {
+		fmt.Fprintf(m.Stderr, "executor: %s\n", n)
+	}
+	e := x.engine
+	// Non-secret captures of earlier runs let --from resume.
+	prev := map[string]string{}
+	for _, rec := range e.Journal.Records(rb.Slug) {
+		for k, v := range rec.Captures {
+			if v != executor.Mask {
+				prev[k] = v
+			}
+		}
+	}
+	for k, v := range seeds {
+		prev[k] = v
+	}
+	e.SetCaptures(rb, prev)
+
+	in := bufio.NewReader(m.Stdin)
+	total := len(plan)
+	var lastStep *runbook.Step
+	verified, skipped := 0, 0
+	for i, b := range plan {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if b.Step != lastStep && b.Step != nil {
+			fmt.Fprintf(m.Stdout, "\n== %d. %s (%s)\n", b.Step.Number, b.Step.Title, b.Step.ID)
+			lastStep = b.Step
+		}
+		fmt.Fprintf(m.Stdout, "[%d/%d] %s  %s\n", i+1, total, b.ID, site.Badge(rb, b))
+		if !b.When.Eval(values) {
+			fmt.Fprintf(m.Stdout, "  skipped: %s is false\n", b.When.Src)
+			skipped++
+			continue
+		}
+		if b.Target == runbook.TargetManual {
+			fmt.Fprintf(m.Stdout, "  manual step, do this by hand:\n%s", indent(b.Content, "    "))
+			if !*yes {
+				fmt.Fprint(m.Stdout, "  press Enter when done (Ctrl+C stops) ")
+				if _, err := in.ReadString('\n'); err != nil {
+					return fmt.Errorf("manual step %q: no answer on standard input; pass --yes to go on", b.ID)
+				}
+			}
+			continue
+		}
+		confirmed := *yes
+		if b.Confirm && !*yes {
+			msg := b.ConfirmMsg
+			if msg == "" || msg == "true" {
+				msg = "this step changes the target"
+			}
+			fmt.Fprintf(m.Stdout, "  %s. Run it? [y/N] ", msg)
+			ans, err := in.ReadString('\n')
+			if err != nil && ans == "" {
+				return fmt.Errorf("block %q needs confirmation and standard input gave none; pass --yes", b.ID)
+			}
+			if a := strings.ToLower(strings.TrimSpace(ans)); a != "y" && a != "yes" {
+				return fmt.Errorf("block %q not confirmed; stopped (resume with: cairn run %s --from %s)", b.ID, positional[0], stepID(b))
+			}
+			confirmed = true
+		}
+		r, err := e.Prepare(executor.Request{Runbook: rb, BlockID: b.ID, Params: given, Confirmed: confirmed})
+		if err != nil {
+			return fmt.Errorf("%s:%d: block %q: %w", rb.Path, b.Pos.Line, b.ID, err)
+		}
+		if r.Where != "" && b.Target == runbook.TargetSSH {
+			fmt.Fprintf(m.Stdout, "  on %s\n", r.Where)
+		}
+		rec := r.Execute(ctx, &termSink{w: m.Stdout, multi: len(r.Job.Hosts) > 1})
+		switch rec.Status {
+		case executor.StatusVerified:
+			verified++
+			fmt.Fprintf(m.Stdout, "  ✓ verified in %.1fs\n", rec.Duration)
+			if ef.writeBack || rb.Meta.WriteBack {
+				if src, err := executor.WriteBack(rb, rec); err != nil {
+					fmt.Fprintf(m.Stderr, "  write-back: %v\n", err)
+				} else if nrb, err := runbook.Parse(rb.Path, src); err == nil {
+					rb = nrb
+				}
+			}
+		default:
+			fmt.Fprintf(m.Stdout, "  ✗ %s: %s\n", rec.Status, strings.Join(rec.Reasons, "; "))
+			fmt.Fprintf(m.Stderr, "stopped at %s:%d (block %q); after fixing, resume with: cairn run %s --from %s\n",
+				rb.Path, b.Pos.Line, b.ID, positional[0], stepID(b))
+			return errSilent
+		}
+	}
+	fmt.Fprintf(m.Stdout, "\n%d verified, %d skipped of %d blocks\n", verified, skipped, total)
+	return nil
+}
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func stepID(b *runbook.Block) string {
+	if b.Step == nil {
+		return b.ID
+	}
+	return b.Step.ID
+}
+
+// loadRunbook reads a runbook by path or by slug in the content folder, and
+// says which content folder it belongs to (for the journal).
+func loadRunbook(arg, content string) (*runbook.Runbook, string, error) {
+	path := arg
+	if _, err := os.Stat(path); err != nil {
+		path = filepath.Join(content, arg+".md")
+		if _, err := os.Stat(path); err != nil {
+			set, _ := runbook.LoadDir(content)
+			if set != nil {
+				if rb := set.BySlug(arg); rb != nil {
+					path = rb.Path
+				}
+			}
+		}
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", &usageError{cmd: "run", msg: fmt.Sprintf("no runbook %q (neither a file nor a slug in %s)", arg, content)}
+	}
+	rb, err := runbook.Parse(path, src)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w\n%s has problems; fix them first (cairn check %s)", err, path, path)
+	}
+	dir := content
+	if abs, _ := filepath.Abs(path); abs != "" {
+		if cabs, _ := filepath.Abs(content); !strings.HasPrefix(abs, cabs+string(filepath.Separator)) {
+			dir = filepath.Dir(path)
+		}
+	}
+	return rb, dir, nil
+}
+
+func keyValues(list []string, flagName string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, &usageError{cmd: "run", msg: fmt.Sprintf("%s %q: use NAME=VALUE", flagName, kv)}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func planBlocks(rb *runbook.Runbook, step, from, block string) ([]*runbook.Block, error) {
+	var out []*runbook.Block
+	started := from == ""
+	if from != "" && rb.StepByID(from) == nil {
+		return nil, unknownStep(rb, from)
+	}
+	if step != "" && rb.StepByID(step) == nil {
+		return nil, unknownStep(rb, step)
+	}
+	for _, b := range rb.Blocks {
+		if !b.Executable() {
+			continue
+		}
+		switch {
+		case block != "":
+			if b.ID == block {
+				out = append(out, b)
+			}
+			continue
+		case step != "":
+			if b.Step != nil && b.Step.ID == step {
+				out = append(out, b)
+			}
+			continue
+		}
+		if !started && b.Step != nil && b.Step.ID == from {
+			started = true
+		}
+		if started {
+			out = append(out, b)
+		}
+	}
+	if block != "" && len(out) == 0 {
+		return nil, &usageError{cmd: "run", msg: fmt.Sprintf("%s has no executable block %q", rb.Path, block)}
+	}
+	return out, nil
+}
+
+func unknownStep(rb *runbook.Runbook, id string) error {
+	ids := make([]string, len(rb.Steps))
+	for i, s := range rb.Steps {
+		ids[i] = s.ID
+	}
+	return &usageError{cmd: "run", msg: fmt.Sprintf("%s has no step %q (steps: %s)", rb.Path, id, strings.Join(ids, ", "))}
+}
+
+func indent(s, pfx string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString(pfx + l)
+		}
+	}
+	return b.String()
+}
+
+// termSink prints output indented, prefixed by host when there are several.
+type termSink struct {
+	mu    sync.Mutex
+	w     io.Writer
+	multi bool
+	bol   map[string]bool
+}
+
+func (s *termSink) Output(host string, p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bol == nil {
+		s.bol = map[string]bool{}
+	}
+	pfx := "  │ "
+	if s.multi {
+		pfx = fmt.Sprintf("  │ %s: ", host)
+	}
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line == "" {
+			continue
+		}
+		if !s.bol[host] {
+			io.WriteString(s.w, pfx)
+		}
+		io.WriteString(s.w, line)
+		s.bol[host] = !strings.HasSuffix(line, "\n")
+	}
+}
+
+func (s *termSink) Event(ev executor.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Kind {
+	case "retry", "info":
+		fmt.Fprintf(s.w, "  … %s\n", ev.Message)
+	case "host-end":
+		if ev.Message != "" {
+			fmt.Fprintf(s.w, "  %s: %s\n", ev.Host, ev.Message)
+		}
+	}
+}
