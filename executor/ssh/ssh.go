@@ -1,0 +1,477 @@
+// Package ssh runs target=ssh blocks on remote hosts with
+// golang.org/x/crypto/ssh: scripts with bash, and action=copy over SFTP.
+//
+// # Hosts and configuration
+//
+// Each value of job.Hosts is [user@]host[:port]. The host part is looked up
+// in an OpenSSH client configuration file (Runner.ConfigFile, by default
+// ~/.ssh/config), of which cairn reads Host and "Match all" sections,
+// Include, HostName, Port, User, IdentityFile, IdentitiesOnly,
+// UserKnownHostsFile, GlobalKnownHostsFile, StrictHostKeyChecking and
+// ConnectTimeout; other keywords are ignored, except ProxyJump and
+// ProxyCommand, which are refused because cairn would otherwise connect
+// somewhere else than ssh does. Keys come from the identity files and from
+// ssh-agent (SSH_AUTH_SOCK).
+//
+// # Host keys
+//
+// Host keys are checked against known_hosts. An unknown key is refused with
+// an error that names the host, the key's fingerprint and how to add it,
+// unless trust-on-first-use is on (Runner.TrustOnFirstUse, or
+// StrictHostKeyChecking accept-new/no for the host in the config file): then
+// the key is appended to the host's first known_hosts file. A changed or
+// revoked key is always refused.
+//
+// # Host groups
+//
+// A block runs on the hosts in order, or Block.Parallel hosts at a time
+// (at most Runner.MaxParallel connections are open at once). A host fails
+// when it cannot be reached or its exit status is not the block's
+// expect.exit (any status passes with expect.exit=any). After a failure no
+// further host is started: in order, the hosts after the failing one are
+// skipped; in parallel, the hosts already running finish and the rest are
+// skipped. Skipped hosts have Exit -1 and Err ErrSkipped. Results are in the
+// order of job.Hosts. Every host gets one host-end event; host-start only
+// when it was started.
+//
+// # Scripts
+//
+// A script runs as `bash --noprofile --norc -euo pipefail -s` (under
+// `sudo -n` with sudo=true), reading from standard input a preamble that
+// exports the job's values, CAIRN_RUN_ID, CAIRN_BLOCK and CAIRN_HOST, each
+// single-quoted, and then the script inside { … } so that bash parses it
+// whole before running it and no command in it can read the script's own
+// text from standard input. Exports inside the script survive sudo's
+// env_reset. Standard error is joined to standard output on the host, so the
+// output keeps its order.
+//
+// When ctx ends, the remote processes get SIGTERM, then SIGKILL after
+// Runner.Grace, through the SSH session (sshd signals the session's process
+// group) and again from a second session that kills the session by id (with
+// sudo -n when the block uses sudo, so that root processes started through
+// sudo die too). A process that started its own session (setsid) escapes
+// both. Unlike the local runner, background processes a script leaves
+// running after a normal exit are not killed: on a server that is how a
+// script starts something that must outlive it. A background process that
+// still holds the output keeps the block running until it exits (as with
+// ssh itself); redirect its output.
+//
+// # Copies
+//
+// action=copy copies each SOURCE [DEST] of the block from job.From (a host;
+// "" is this machine) to every host, streaming each file through this
+// machine over SFTP. Paths may use $NAME and ${NAME} for parameters and
+// captures, and CAIRN_HOST (the destination host), CAIRN_RUN_ID and
+// CAIRN_BLOCK. A DEST that ends in / or is a directory receives the file
+// under its source name. The destination's parent directories are created,
+// the file is written to a temporary name beside it and renamed into place,
+// and its permission bits are those of the source (ownership is the writing
+// user's). With sudo=true both ends run OpenSSH's sftp-server under
+// `sudo -n` (found in the usual libexec directories) instead of the sftp
+// subsystem; files on this machine are read as the user running cairn.
+// Each copied file is reported in the destination host's output with its
+// byte count.
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// Runner runs target=ssh blocks. The zero value uses ~/.ssh/config,
+// ~/.ssh/known_hosts, the default identity files and ssh-agent. A Runner is
+// safe for concurrent use and must not be copied after first use.
+type Runner struct {
+	// ConfigFile is an OpenSSH client configuration (ssh -F FILE); "" is
+	// ~/.ssh/config if it exists, "none" is no file.
+	ConfigFile string
+	// KnownHosts are the known_hosts files to check host keys against,
+	// instead of the config file's UserKnownHostsFile; default
+	// ~/.ssh/known_hosts. Trust-on-first-use appends to the first.
+	KnownHosts []string
+	// IdentityFiles are private keys to offer, before the config file's
+	// IdentityFile ones. When neither names any, ~/.ssh/id_ed25519,
+	// id_ecdsa and id_rsa are tried.
+	IdentityFiles []string
+	// AgentSocket is ssh-agent's socket; "" is $SSH_AUTH_SOCK, "none"
+	// disables the agent.
+	AgentSocket string
+	// User is the login user for hosts whose value and config entry name
+	// none; default the current user.
+	User string
+	// ConnectTimeout bounds connecting, the handshake and authentication
+	// per host; default the config file's ConnectTimeout, else 10s.
+	ConnectTimeout time.Duration
+	// TrustOnFirstUse accepts an unknown host key and records it in the
+	// first known_hosts file. A changed key is refused regardless.
+	TrustOnFirstUse bool
+	// MaxParallel caps a block's parallel, so a large value cannot open
+	// more connections than this at once; default 32.
+	MaxParallel int
+	// Grace is how long remote processes get between SIGTERM and SIGKILL
+	// when a run is cancelled; default 2s.
+	Grace time.Duration
+
+	tofuMu sync.Mutex // serialises trust-on-first-use appends
+}
+
+var _ executor.Runner = (*Runner)(nil)
+
+const (
+	defaultConnectTimeout = 10 * time.Second
+	defaultMaxParallel    = 32
+	defaultGrace          = 2 * time.Second
+)
+
+// ErrSkipped is the Err of a host that was not started because another host
+// of the group failed.
+var ErrSkipped = errors.New("skipped: an earlier host failed")
+
+// envName is what may be exported in the preamble.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Run implements executor.Runner.
+func (r *Runner) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]executor.HostResult, error) {
+	b := job.Block
+	if b == nil {
+		return nil, errors.New("ssh: job has no block")
+	}
+	if len(job.Hosts) == 0 {
+		return nil, fmt.Errorf("block %s: no hosts to run on (parameter %s is empty): %w", b.ID, b.Hosts, executor.ErrBadParam)
+	}
+	for k, v := range job.Env {
+		if !envName.MatchString(k) {
+			return nil, fmt.Errorf("block %s: %q is not a shell variable name: %w", b.ID, k, executor.ErrBadParam)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return nil, fmt.Errorf("block %s: the value of %s contains a NUL byte, which no shell variable can hold: %w", b.ID, k, executor.ErrBadParam)
+		}
+	}
+	res, err := r.newResolver()
+	if err != nil {
+		return nil, err
+	}
+	var run hostFunc
+	switch b.Action {
+	case "":
+		run = func(ctx context.Context, h *Host) executor.HostResult { return r.runScript(ctx, job, h, out) }
+	case "copy":
+		cp := r.newCopier(ctx, job, res, out)
+		defer cp.close()
+		run = cp.copyTo
+	default:
+		return nil, fmt.Errorf("block %s: action %q is not an ssh action (known: copy)", b.ID, b.Action)
+	}
+	return r.group(ctx, job, res, run, out), nil
+}
+
+// hostFunc runs the block on one resolved host. It fills Exit and Err; the
+// group fills Host, Start and Duration.
+type hostFunc func(ctx context.Context, h *Host) executor.HostResult
+
+// group runs run on every host of job, job.Block.Parallel at a time, and
+// stops starting hosts after the first failure.
+func (r *Runner) group(ctx context.Context, job *executor.Job, res *resolver, run hostFunc, out executor.Sink) []executor.HostResult {
+	hosts := job.Hosts
+	results := make([]executor.HostResult, len(hosts))
+	maxPar := r.MaxParallel
+	if maxPar <= 0 {
+		maxPar = defaultMaxParallel
+	}
+	par := min(max(job.Block.Parallel, 1), maxPar, len(hosts))
+	var failed atomic.Bool
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range par {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = r.one(ctx, job, res, hosts[i], run, out, &failed)
+			}
+		})
+	}
+	for i := range hosts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+// one runs one host of a group, or skips it.
+func (r *Runner) one(ctx context.Context, job *executor.Job, res *resolver, name string, run hostFunc, out executor.Sink, failed *atomic.Bool) executor.HostResult {
+	hr := executor.HostResult{Host: name, Exit: -1, Start: time.Now()}
+	var skip error
+	switch {
+	case failed.Load():
+		skip = ErrSkipped
+	case ctx.Err() != nil:
+		skip = fmt.Errorf("not started: %w", ctxErr(ctx))
+	}
+	if skip != nil {
+		hr.Err = skip
+		out.Event(executor.Event{Kind: "host-end", Host: name, Exit: -1, Message: skip.Error()})
+		return hr
+	}
+	out.Event(executor.Event{Kind: "host-start", Host: name})
+	if h, err := res.resolve(name); err != nil {
+		hr.Err = err
+	} else {
+		got := run(ctx, h)
+		hr.Exit, hr.Err = got.Exit, got.Err
+	}
+	hr.Duration = time.Since(hr.Start)
+	if hr.Err != nil || !job.Block.Expect.AnyExit && hr.Exit != job.Block.Expect.Exit {
+		failed.Store(true)
+	}
+	ev := executor.Event{Kind: "host-end", Host: name, Exit: hr.Exit}
+	if hr.Err != nil {
+		ev.Message = hr.Err.Error()
+	}
+	out.Event(ev)
+	return hr
+}
+
+// ctxErr is the error for a run that ctx ended: executor.ErrTimeout for a
+// deadline, else ctx's own error.
+func ctxErr(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return executor.ErrTimeout
+	}
+	return ctx.Err()
+}
+
+func (r *Runner) grace() time.Duration {
+	if r.Grace > 0 {
+		return r.Grace
+	}
+	return defaultGrace
+}
+
+// runScript connects to h and runs the block's script there.
+func (r *Runner) runScript(ctx context.Context, job *executor.Job, h *Host, out executor.Sink) executor.HostResult {
+	hr := executor.HostResult{Exit: -1}
+	c, err := r.dial(ctx, h, func(msg string) { out.Event(executor.Event{Kind: "info", Host: h.Name, Message: msg}) })
+	if err != nil {
+		hr.Err = err
+		return hr
+	}
+	defer c.Close()
+	hr.Exit, hr.Err = r.execScript(ctx, c, job, out)
+	return hr
+}
+
+// scriptCommand is the command line for the session. The login shell
+// (whatever it is) only execs /bin/sh; sh reports its pid, which is the
+// session id sshd gave the login shell, on standard error, and becomes bash
+// (or sudo) with standard error joined to standard output.
+func scriptCommand(sudo bool) string {
+	bash := "bash --noprofile --norc -euo pipefail -s"
+	if sudo {
+		bash = "sudo -n " + bash
+	}
+	return "exec /bin/sh -c " + runbook.ShellQuote(`printf '`+sidPrefix+`%s\n' "$$" >&2; exec `+bash+` 2>&1`)
+}
+
+const sidPrefix = "cairn-sid="
+
+// scriptInput is what bash reads: exports, then the script in braces.
+func scriptInput(job *executor.Job, host string) string {
+	var b strings.Builder
+	names := make([]string, 0, len(job.Env))
+	for k := range job.Env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	export := func(k, v string) { b.WriteString("export " + k + "=" + runbook.ShellQuote(v) + "\n") }
+	for _, k := range names {
+		export(k, job.Env[k])
+	}
+	export("CAIRN_RUN_ID", job.RunID)
+	export("CAIRN_BLOCK", job.Block.ID)
+	export("CAIRN_HOST", host)
+	b.WriteString("{\n")
+	b.WriteString(job.Block.Content)
+	if !strings.HasSuffix(job.Block.Content, "\n") {
+		b.WriteString("\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// execScript runs the script over one session on c and returns its exit
+// status. It returns once the session and every goroutine it started are
+// done.
+func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, out executor.Sink) (int, error) {
+	h := c.host
+	sess, err := c.NewSession()
+	if err != nil {
+		return -1, fmt.Errorf("%s: open a session: %w", h, err)
+	}
+	defer sess.Close()
+	stdout := &hostOutput{host: h.Name, out: out}
+	ctl := &controlWriter{out: stdout}
+	sess.Stdout, sess.Stderr = stdout, ctl
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", h, err)
+	}
+	if err := sess.Start(scriptCommand(job.Block.Sudo)); err != nil {
+		return -1, fmt.Errorf("%s: start bash: %w", h, err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		// Fails only when the session ends first; Wait reports why.
+		_, _ = io.WriteString(stdin, scriptInput(job, h.Name))
+		_ = stdin.Close()
+	})
+	done := make(chan error, 1)
+	wg.Go(func() { done <- sess.Wait() })
+
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		r.stop(c, sess, ctl.sid(), job.Block.Sudo, done, &wg)
+		return -1, ctxErr(ctx)
+	}
+	var ee *ssh.ExitError
+	var em *ssh.ExitMissingError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &ee) && ee.Signal() != "":
+		return -1, fmt.Errorf("%s: the script was killed by signal %s", h, ee.Signal())
+	case errors.As(err, &ee):
+		return ee.ExitStatus(), nil
+	case errors.As(err, &em):
+		return -1, fmt.Errorf("%s: the session ended without an exit status (did the connection drop or the host reboot?)", h)
+	default:
+		return -1, fmt.Errorf("%s: %w", h, err)
+	}
+}
+
+// stop ends a running script: SIGTERM to the session, SIGKILL after the
+// grace period, a second session that kills whatever is left of the remote
+// session by id, then closing the connection. It waits for the session to
+// end (done) before it returns.
+func (r *Runner) stop(c *client, sess *ssh.Session, sid int, sudo bool, done <-chan error, wg *sync.WaitGroup) {
+	grace := r.grace()
+	_ = sess.Signal(ssh.SIGTERM)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	ended := false
+	select {
+	case <-done:
+		ended = true
+	case <-timer.C:
+		_ = sess.Signal(ssh.SIGKILL)
+	}
+	if sid > 1 {
+		reaped := make(chan struct{})
+		wg.Go(func() {
+			defer close(reaped)
+			s, err := c.NewSession()
+			if err != nil {
+				return
+			}
+			defer s.Close()
+			_ = s.Run(reapCommand(sid, sudo))
+		})
+		select {
+		case <-reaped:
+		case <-time.After(grace):
+		}
+	}
+	c.Close() // ends the session and the reaper, if they still wait
+	if !ended {
+		<-done
+	}
+}
+
+// reapCommand kills what is left of remote session sid: its process group
+// and every process in the session.
+func reapCommand(sid int, sudo bool) string {
+	n := strconv.Itoa(sid)
+	cmd := "kill -s KILL -- -" + n + " 2>/dev/null; pkill -KILL -s " + n + " 2>/dev/null; exit 0"
+	if sudo {
+		return "sudo -n /bin/sh -c " + runbook.ShellQuote(cmd) + " || " + cmd
+	}
+	return cmd
+}
+
+// hostOutput passes a host's output to the sink, copying each chunk since
+// the caller reuses its buffer.
+type hostOutput struct {
+	host string
+	out  executor.Sink
+}
+
+func (w *hostOutput) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		w.out.Output(w.host, bytes.Clone(p))
+	}
+	return len(p), nil
+}
+
+// controlWriter reads the session's standard error: the remote sh's
+// "cairn-sid=N" line, and before it anything the login shell printed, which
+// goes to the output.
+type controlWriter struct {
+	out io.Writer
+
+	mu    sync.Mutex
+	line  []byte
+	found bool
+	id    int
+}
+
+func (w *controlWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(p)
+	for !w.found && len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.line = append(w.line, p...)
+			if len(w.line) > 4096 { // not ours: pass it on
+				w.out.Write(w.line)
+				w.line = nil
+			}
+			return n, nil
+		}
+		line := append(w.line, p[:i+1]...)
+		w.line, p = nil, p[i+1:]
+		if s, ok := strings.CutPrefix(strings.TrimSpace(string(line)), sidPrefix); ok {
+			if id, err := strconv.Atoi(s); err == nil {
+				w.found, w.id = true, id
+				continue
+			}
+		}
+		w.out.Write(line)
+	}
+	if len(p) > 0 {
+		w.out.Write(p)
+	}
+	return n, nil
+}
+
+func (w *controlWriter) sid() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.id
+}
