@@ -55,6 +55,7 @@ func (m *Main) commands() []command {
 		{"check", "validate runbooks and report problems as file:line: message", runCheck},
 		{"run", "run a runbook's steps in the terminal, verified and journaled", runRun},
 		{"daemon", "run the executor alone, for a site served elsewhere", runDaemon},
+		{"export", "export runbooks as standalone scripts or an offline bundle", runExport},
 		{"sandbox", "start or stop the local sandbox cluster and SSH hosts", runSandbox},
 		{"version", "print the cairn version", runVersion},
 	}
