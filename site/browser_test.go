@@ -305,6 +305,12 @@ func TestBrowserRunbookPage(t *testing.T) {
 		}
 	})
 
+	t.Run("manual step text", func(t *testing.T) {
+		if got := eval[string](t, ctx, `document.querySelector('#block-lb-console pre').textContent`); !strings.Contains(got, "관리 화면에서 cp0 노드가") {
+			t.Errorf("manual block = %q, want FIRST_CP filled in", got)
+		}
+	})
+
 	t.Run("conditions", func(t *testing.T) {
 		// REFRESH_JOIN is false: its block is greyed out; ticking the box applies it.
 		if !eval[bool](t, ctx, `document.querySelector('#block-refresh-join').classList.contains('is-na')`) {

@@ -384,7 +384,42 @@
   }
   function cssEsc(s) { return window.CSS && CSS.escape ? CSS.escape(s) : String(s).replace(/["\\]/g, "\\$&"); }
 
+  // Plain-text bodies (manual steps) may come without reference spans: wrap
+  // $NAME and ${NAME} of declared parameters and captures there.
+  function wrapPlainRefs() {
+    var known = {};
+    params.forEach(function (p) { known[p.name] = true; });
+    var blocks = DATA.blocks || {};
+    Object.keys(blocks).forEach(function (id) { (blocks[id].captures || []).forEach(function (c) { known[c] = true; }); });
+    if (!Object.keys(known).length) return;
+    var re = /\$(?:\{([A-Z][A-Z0-9_]*)\}|([A-Z][A-Z0-9_]*))/g;
+    $$(".cb > pre > code").forEach(function (code) {
+      if ($(".prm", code)) return;
+      if (code.className && !/\blanguage-(text|plain|plaintext|txt|none)\b/.test(code.className)) return;
+      var walker = doc.createTreeWalker(code, NodeFilter.SHOW_TEXT), nodes = [], n;
+      while ((n = walker.nextNode())) nodes.push(n);
+      nodes.forEach(function (node) {
+        var text = node.nodeValue, last = 0, m, frag = null;
+        re.lastIndex = 0;
+        while ((m = re.exec(text))) {
+          var name = m[1] || m[2];
+          if (!known[name]) continue;
+          frag = frag || doc.createDocumentFragment();
+          if (m.index > last) frag.appendChild(doc.createTextNode(text.slice(last, m.index)));
+          var span = el("span", "prm", m[0]);
+          span.setAttribute("data-p", name);
+          frag.appendChild(span);
+          last = m.index + m[0].length;
+        }
+        if (!frag) return;
+        if (last < text.length) frag.appendChild(doc.createTextNode(text.slice(last)));
+        node.parentNode.replaceChild(frag, node);
+      });
+    });
+  }
+
   function initSubstitution() {
+    wrapPlainRefs();
     prmSpans = $$("span.prm[data-p]");
     prmSpans.forEach(function (s) {
       if (!s.hasAttribute("data-orig")) s.setAttribute("data-orig", s.textContent);
