@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -64,6 +65,11 @@ func (r *Runner) apply(ctx context.Context, a *action, p *printer) ([]any, error
 			u.SetNamespace("")
 		}
 		applied, err := r.client(res, ns).Apply(ctx, name, u, metav1.ApplyOptions{FieldManager: r.cfg.FieldManager, Force: true})
+		if crd, ok := defined[gvk.GroupKind()]; ok && apierrors.IsNotFound(err) && !namespaceMissing(err) {
+			// Discovery remembered the kind from before its CRD was
+			// deleted and applied again above: wait until it is served.
+			applied, err = r.applyWhenServed(ctx, gvk, crd, ns, u)
+		}
 		if err != nil {
 			return out, fmt.Errorf("apply %s: %w", res.ref(name), err)
 		}
@@ -108,6 +114,41 @@ func (r *Runner) mapForApply(ctx context.Context, gvk schema.GroupVersionKind, d
 			return res, err
 		}
 	}
+}
+
+// applyWhenServed retries the apply of a custom resource whose CRD was just
+// (re)created, refreshing discovery, until it is served or CRDWait passes.
+func (r *Runner) applyWhenServed(ctx context.Context, gvk schema.GroupVersionKind, crd, ns string, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	deadline := time.Now().Add(r.cfg.CRDWait)
+	for {
+		if err := sleep(ctx, crdPoll); err != nil {
+			return nil, err
+		}
+		r.resetDiscovery()
+		res, err := r.mapGVK(gvk)
+		if err == nil {
+			var applied *unstructured.Unstructured
+			applied, err = r.client(res, ns).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: r.cfg.FieldManager, Force: true})
+			if err == nil || !apierrors.IsNotFound(err) {
+				return applied, err
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s in %s is not served %s after its CRD %s was applied: %w", gvk.Kind, gvk.GroupVersion(), r.cfg.CRDWait, crd, err)
+		}
+	}
+}
+
+// namespaceMissing tells a NotFound for the object's namespace from one for
+// the resource's endpoint.
+func namespaceMissing(err error) bool {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		if d := st.Status().Details; d != nil && d.Kind == "namespaces" {
+			return true
+		}
+	}
+	return false
 }
 
 // doc is one object of a manifest; n counts documents from 1.

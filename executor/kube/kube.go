@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -95,6 +96,9 @@ type Runner struct {
 	kinds  meta.RESTMapper // mapper with short names (deploy, cm, ...)
 
 	mu sync.Mutex // guards resets of mapper
+
+	// Lists and watches that action=wait started, for tests.
+	waitLists, waitWatches atomic.Int64
 }
 
 var _ executor.Runner = (*Runner)(nil)

@@ -235,11 +235,44 @@ func TestApplyCRDAndCustomResourceInOneManifest(t *testing.T) {
 	if _, out := e.mustRun("apply-crds", "GROUP", group, "POOL_CIDR", "10.20.0.0/16"); len(lines(out)) != 4 {
 		t.Errorf("second apply: %q", out)
 	}
+	// Delete the CRDs and apply it all again with the same runner: its
+	// discovery still knows the kind from before the CRD went away.
+	crds := []string{"ciliumpodippools." + group, "ciliumnodes." + group}
+	for _, n := range crds {
+		if err := e.k.Dynamic.Resource(crdGVR).Delete(ctxT(t, 10*time.Second), n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctxT(t, 40*time.Second), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := e.k.Dynamic.Resource(crdGVR).Get(ctx, crds[0], metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("CRD not deleted: %v", err)
+	}
+	start = time.Now()
+	if _, out := e.mustRun("apply-crds", "GROUP", group, "POOL_CIDR", "10.20.0.0/16"); len(lines(out)) != 4 {
+		t.Errorf("apply after the CRDs were deleted: %q", out)
+	}
+	t.Logf("apply after deleting the CRDs: %s", time.Since(start))
 	t.Cleanup(func() {
-		for _, n := range []string{"ciliumpodippools." + group, "ciliumnodes." + group} {
+		for _, n := range crds {
 			_ = e.k.Dynamic.Resource(crdGVR).Delete(context.Background(), n, metav1.DeleteOptions{})
 		}
 	})
+}
+
+// API warnings reach the run's output, as kubectl prints them.
+func TestApplyWarnings(t *testing.T) {
+	e := setup(t, kube.Config{})
+	b := *e.rb.BlockByID("apply-web")
+	b.Content = "apiVersion: v1\nkind: Pod\nmetadata: {name: warned}\nspec:\n  nodeSelector: {beta.kubernetes.io/arch: amd64}\n  containers: [{name: a, image: pause}]\n"
+	var out sink
+	res, _ := e.r.Run(ctxT(t, 20*time.Second), &executor.Job{Runbook: e.rb, Block: &b, Env: e.vars}, &out)
+	t.Logf("exit %d err %v\n%s", res[0].Exit, res[0].Err, out.String())
+	if res[0].Exit != 0 || !strings.Contains(out.String(), "Warning: spec.nodeSelector[beta.kubernetes.io/arch]: deprecated") {
+		t.Errorf("no warning in the output: %q", out.String())
+	}
 }
 
 func TestApplyErrors(t *testing.T) {
@@ -564,6 +597,7 @@ func TestWaitAllCiliumNodes(t *testing.T) {
 	}
 
 	e.mustRun("apply-nodes")
+	lists0, watches0 := kube.WaitCalls(e.r)
 	done := moveNodes(t, e, 600*time.Millisecond)
 	start := time.Now()
 	res, out = e.run("wait-pools")
@@ -575,6 +609,11 @@ func TestWaitAllCiliumNodes(t *testing.T) {
 	}
 	if took < 2*time.Second {
 		t.Errorf("the wait ended after %s, before the last node moved", took)
+	}
+	lists, watches := kube.WaitCalls(e.r)
+	t.Logf("%d lists, %d watches", lists-lists0, watches-watches0)
+	if lists-lists0 < 2 || watches-watches0 < 2 {
+		t.Errorf("%d lists and %d watches in %s with 1s watches: the wait did not re-list", lists-lists0, watches-watches0, took)
 	}
 	for _, n := range []string{"kind-control-plane", "kind-worker", "kind-worker2", "kind-worker3"} {
 		if !strings.Contains(out, "ciliumnode.cilium.io/"+n+" condition met\n") {

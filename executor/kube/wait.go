@@ -279,6 +279,7 @@ func (r *Runner) wait(ctx context.Context, a *action, p *printer) ([]any, error)
 	backoff := relistMin
 	listed := false
 	for {
+		r.waitLists.Add(1)
 		l, err := list(ctx, c, opts)
 		if err == nil {
 			listed = true
@@ -341,6 +342,7 @@ func (r *Runner) watchUntil(ctx context.Context, c dynamic.ResourceInterface, op
 	opts.AllowWatchBookmarks = true
 	opts.TimeoutSeconds = &secs
 	opts.Limit = 0
+	r.waitWatches.Add(1)
 	wi, err := c.Watch(ctx, opts)
 	if err != nil {
 		return false, err
