@@ -1,0 +1,276 @@
+/* Cairn executor client: pairs the page with a local executor (cairn serve or
+   cairn daemon), runs blocks through its API (docs/executor-api.md), streams
+   their output into the page and shows each block's verified result.
+
+   Pairing: the executor prints a URL whose fragment holds the token
+   (#cairn-token=… and, for a daemon, #cairn-executor=http://127.0.0.1:7788).
+   The fragment never reaches a server; the token is kept in sessionStorage
+   and removed from the address bar. Without a token nothing here runs. */
+(function () {
+  "use strict";
+
+  var doc = document;
+  var html = doc.documentElement;
+  var KEY = "cairn:executor";
+  var slug = html.getAttribute("data-slug") || "";
+
+  function T(key, fallback) {
+    var s = (window.Cairn && window.Cairn.strings) || {};
+    return s[key] || fallback;
+  }
+  function $(sel, ctx) { return (ctx || doc).querySelector(sel); }
+  function $$(sel, ctx) { return Array.prototype.slice.call((ctx || doc).querySelectorAll(sel)); }
+  function el(tag, cls, text) {
+    var e = doc.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    return e;
+  }
+
+  // ---------- pairing ----------
+  function readPairing() {
+    var h = location.hash.replace(/^#/, "");
+    if (h.indexOf("cairn-token=") < 0) return;
+    var p = {};
+    h.split("&").forEach(function (kv) {
+      var i = kv.indexOf("=");
+      if (i > 0) p[decodeURIComponent(kv.slice(0, i))] = decodeURIComponent(kv.slice(i + 1));
+    });
+    if (!/^[0-9a-f]{16,128}$/.test(p["cairn-token"] || "")) return;
+    var url = p["cairn-executor"] || "";
+    if (url && !/^http:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$/.test(url)) return; // loopback only
+    try { sessionStorage.setItem(KEY, JSON.stringify({ url: url, token: p["cairn-token"] })); } catch (e) {}
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  function pairing() {
+    try { return JSON.parse(sessionStorage.getItem(KEY) || "null"); } catch (e) { return null; }
+  }
+
+  var conf = null;
+  function api(path, opts) {
+    opts = opts || {};
+    var headers = { Authorization: "Bearer " + conf.token };
+    if (opts.body) headers["Content-Type"] = "application/json";
+    return fetch(conf.url + "/api" + path, { method: opts.method || "GET", headers: headers, body: opts.body, cache: "no-store" });
+  }
+  function json(resp) {
+    return resp.text().then(function (t) {
+      var v = null;
+      try { v = JSON.parse(t); } catch (e) { v = { error: t }; }
+      if (!resp.ok) { var err = new Error((v && v.error) || resp.statusText); err.code = v && v.code; throw err; }
+      return v;
+    });
+  }
+
+  // ---------- status pill ----------
+  function pill(state, text) {
+    var p = $("#cairn-exec-status");
+    if (!p) {
+      p = el("div", "exec-status");
+      p.id = "cairn-exec-status";
+      p.setAttribute("role", "status");
+      (doc.querySelector(".runbook-head") || doc.querySelector("main") || doc.body).prepend(p);
+    }
+    p.className = "exec-status exec-" + state;
+    p.textContent = text;
+  }
+
+  // ---------- results ----------
+  function provenance(rec) {
+    var parts = [];
+    if (rec.start) parts.push(new Date(rec.start).toLocaleString());
+    var hosts = (rec.hosts || []).map(function (h) { return h.host; }).filter(Boolean);
+    if (rec.target === "kube" && rec.where) parts.push(rec.where.replace(/ \(.*$/, ""));
+    else if (hosts.length) parts.push(hosts.join(" "));
+    else parts.push("local");
+    if (rec.hosts && rec.hosts.length === 1) parts.push("exit " + rec.hosts[0].exit);
+    if (rec.duration != null) parts.push(rec.duration.toFixed(1) + "s");
+    return parts;
+  }
+
+  function resultBox(block) {
+    var box = $(".cb-result", block);
+    if (!box) { box = el("div", "cb-result"); block.appendChild(box); }
+    box.hidden = false;
+    return box;
+  }
+
+  function showRecord(block, rec) {
+    var box = resultBox(block);
+    box.innerHTML = "";
+    box.className = "cb-result cb-result-" + rec.status;
+    box.setAttribute("data-status", rec.status);
+    var head = el("div", "cb-result-head");
+    head.appendChild(el("span", "status status-" + rec.status, T("status_" + rec.status, rec.status)));
+    provenance(rec).forEach(function (p) { head.appendChild(doc.createTextNode(" ")); head.appendChild(el("span", "prov", p)); });
+    box.appendChild(head);
+    if (rec.reasons && rec.reasons.length) {
+      var ul = el("ul", "cb-reasons");
+      rec.reasons.forEach(function (r) { ul.appendChild(el("li", null, r)); });
+      box.appendChild(ul);
+    }
+    var pre = el("pre", "output");
+    pre.appendChild(el("code", null, rec.output || ""));
+    box.appendChild(pre);
+    block.classList.toggle("cb-verified", rec.status === "verified");
+    block.classList.toggle("cb-failed", rec.status !== "verified");
+  }
+
+  function loadResults() {
+    return api("/runbooks/" + encodeURIComponent(slug) + "/results").then(json).then(function (r) {
+      Object.keys(r.results || {}).forEach(function (id) {
+        var block = doc.getElementById("block-" + id);
+        if (block && !block.classList.contains("cb-running")) showRecord(block, r.results[id]);
+      });
+    });
+  }
+
+  function loadTarget() {
+    return api("/runbooks/" + encodeURIComponent(slug) + "/target").then(json).then(function (t) {
+      if (!t.kube && !t.kube_error) return;
+      $$('.cb-exec[data-target="kube"] .cb-head').forEach(function (head) {
+        if ($(".cb-where", head)) return;
+        var w = el("span", "cb-where" + (t.kube_error ? " cb-where-error" : ""), t.kube_error ? t.kube_error : "→ " + t.kube.replace(/ \(.*$/, ""));
+        w.title = t.kube_error || t.kube;
+        head.appendChild(w);
+      });
+    });
+  }
+
+  // ---------- running ----------
+  function run(req) {
+    var block = req.element;
+    if (req.target === "manual") {
+      var step = block.closest(".step");
+      var box = step && $(".step-done", step);
+      if (box && !box.checked) box.click();
+      return;
+    }
+    var params = {};
+    var vals = req.values();
+    Object.keys(vals).forEach(function (k) {
+      var v = vals[k];
+      if (v === true || v === false) v = String(v);
+      if (v != null && v !== "") params[k] = String(v);
+    });
+    var box = resultBox(block);
+    box.innerHTML = "";
+    box.className = "cb-result cb-result-running";
+    var head = el("div", "cb-result-head");
+    var status = el("span", "status status-running", T("status_running", "running"));
+    head.appendChild(status);
+    var cancel = el("button", "cb-cancel", T("cancel", "Cancel"));
+    cancel.type = "button";
+    head.appendChild(cancel);
+    box.appendChild(head);
+    var pre = el("pre", "output live");
+    var code = el("code");
+    pre.appendChild(code);
+    box.appendChild(pre);
+    block.classList.add("cb-running");
+    block.classList.remove("cb-verified", "cb-failed");
+    var btn = $(".cb-run", block);
+    if (btn) btn.disabled = true;
+    function finish() {
+      block.classList.remove("cb-running");
+      if (btn) btn.disabled = false;
+    }
+    api("/runs", { method: "POST", body: JSON.stringify({ runbook: slug, block: req.id, hash: req.hash, params: params, confirm: !!block.getAttribute("data-confirm") }) })
+      .then(json)
+      .then(function (started) {
+        cancel.onclick = function () { api("/runs/" + started.id + "/cancel", { method: "POST" }); };
+        return stream(started.id, code, block);
+      })
+      .then(function (rec) {
+        finish();
+        if (rec) showRecord(block, rec);
+      })
+      .catch(function (err) {
+        finish();
+        status.className = "status status-error";
+        status.textContent = T("status_error", "error");
+        cancel.remove();
+        var msg = err.message || String(err);
+        if (err.code === "hash_mismatch") msg += " — " + T("reload_page", "reload the page");
+        box.appendChild(el("p", "cb-error", msg));
+      });
+  }
+
+  // stream reads the run's Server-Sent Events with fetch (EventSource cannot
+  // send the Authorization header) and resolves with the final record.
+  function stream(id, code, block) {
+    return api("/runs/" + id + "/events").then(function (resp) {
+      if (!resp.ok) return json(resp);
+      var reader = resp.body.getReader();
+      var dec = new TextDecoder();
+      var buf = "";
+      var lastHost = null;
+      var multi = block.getAttribute("data-target") === "ssh";
+      var result = null;
+      function handle(name, data) {
+        var d;
+        try { d = JSON.parse(data); } catch (e) { return; }
+        if (name === "output") {
+          if (multi && d.host !== lastHost) {
+            code.appendChild(el("span", "host-sep", "── " + d.host + " ──\n"));
+            lastHost = d.host;
+          }
+          code.appendChild(doc.createTextNode(d.data));
+          var pre = code.parentNode;
+          if (pre.scrollHeight - pre.scrollTop - pre.clientHeight < 80) pre.scrollTop = pre.scrollHeight;
+        } else if (name === "progress" && d.Kind === "retry") {
+          code.appendChild(el("span", "retry", "… " + d.Message + "\n"));
+        } else if (name === "done") {
+          result = d;
+        }
+      }
+      function pump() {
+        return reader.read().then(function (r) {
+          if (r.done) return result;
+          buf += dec.decode(r.value, { stream: true });
+          var i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            var chunk = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            var name = "message", data = [];
+            chunk.split("\n").forEach(function (line) {
+              if (line.indexOf("event: ") === 0) name = line.slice(7);
+              else if (line.indexOf("data: ") === 0) data.push(line.slice(6));
+            });
+            if (data.length) handle(name, data.join("\n"));
+          }
+          return result ? result : pump();
+        });
+      }
+      return pump();
+    });
+  }
+
+  // ---------- start ----------
+  var started = false;
+  function start() {
+    if (started) return;
+    started = true;
+    readPairing();
+    conf = pairing();
+    if (!conf || !slug) return;
+    var own = location.protocol === "http:" && /^(127\.|localhost$|\[::1\]$)/.test(location.hostname);
+    if (!conf.url) {
+      if (!own) return; // a served-elsewhere page needs #cairn-executor
+      conf.url = "";
+    }
+    api("/health").then(json).then(function () {
+      pill("on", T("exec_connected", "Executor connected"));
+      if (window.Cairn && window.Cairn.enableRun) window.Cairn.enableRun(run);
+      loadTarget().catch(function () {});
+      return loadResults();
+    }).catch(function (err) {
+      pill("off", T("exec_offline", "Executor not reachable") + ": " + (err.message || err));
+    });
+  }
+
+  if (window.Cairn && window.Cairn.ready) start();
+  else doc.addEventListener("cairn:ready", start, { once: true });
+  // Fallback when cairn.js is missing or failed to set up.
+  window.addEventListener("load", function () { setTimeout(start, 0); }, { once: true });
+})();
