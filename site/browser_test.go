@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
@@ -223,6 +224,14 @@ func TestBrowserRunbookPage(t *testing.T) {
 	ctx := testrig.Browser(t)
 	w := &pageWatch{allowed: []string{srv.URL + "/"}}
 	w.listen(t, ctx)
+	// Let the page use the real clipboard, so the test can read it back.
+	for _, name := range []string{"clipboard-read", "clipboard-write"} {
+		if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+			Permission: &browser.PermissionDescriptor{Name: name}, Setting: browser.PermissionSettingGranted, Origin: srv.URL,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	do(t, ctx, chromedp.EmulateViewport(1280, 900))
 	page := srv.URL + "/kubeadm-ha/"
 	open(t, ctx, page)
@@ -254,6 +263,10 @@ func TestBrowserRunbookPage(t *testing.T) {
 		waitFor(t, ctx, `window.Cairn.lastCopied !== null`)
 		if got := eval[string](t, ctx, `window.Cairn.lastCopied`); got != `nc -zv "lb.example.com" "6443"` {
 			t.Errorf("copied %q", got)
+		}
+		clip := run(t, ctx, chromedp.Evaluate[string](`navigator.clipboard.readText()`, chromedp.EvalAwaitPromise))
+		if clip != `nc -zv "lb.example.com" "6443"` {
+			t.Errorf("clipboard holds %q", clip)
 		}
 		waitFor(t, ctx, `document.querySelector('#block-nc-lb .cb-copy').textContent === '복사됨'`)
 

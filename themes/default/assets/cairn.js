@@ -1,6 +1,18 @@
 /* Cairn default theme script. Vanilla JS, no dependencies, no network access except
    the site's own search index. Every feature checks for its elements and does nothing
-   when they are absent. Hooks for other scripts (the executor) live on window.Cairn. */
+   when they are absent.
+
+   Hooks for other scripts (the executor) on window.Cairn:
+     Cairn.ready                 true once the page is set up (also the "cairn:ready" event on document)
+     Cairn.values({secrets})     current parameter values by name; secret ones only with {secrets: true}
+     Cairn.setParam(name, v)     set a parameter as if the reader typed it
+     Cairn.onParams = fn(values) called after every parameter change
+     Cairn.enableRun(fn)         make Run buttons live; fn({id, hash, target, element, result, command, values()})
+                                 runs after the confirmation that data-confirm asks for
+     Cairn.commandText(id)       the displayed (substituted) text of block id
+     Cairn.lastCopied            the text of the last copy
+     Cairn.evalCondition(cond, values), Cairn.progress(), Cairn.search(q), Cairn.copy(text), Cairn.setTheme(t)
+   The executor's base URL, when a local executor serves the page, is <html data-executor>. */
 (function () {
   "use strict";
 
@@ -69,7 +81,8 @@
   function isEditable(node) {
     if (!node || node === doc.body) return false;
     var tag = node.tagName;
-    return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || node.isContentEditable;
+    if (tag === "INPUT") return !/^(checkbox|radio|button|submit|reset|range|color|file)$/.test(node.type);
+    return tag === "TEXTAREA" || tag === "SELECT" || node.isContentEditable;
   }
 
   // ---------- file:// links ----------
@@ -319,8 +332,6 @@
       store.del(PARAM_KEY);
       update();
     });
-    // Descriptions come as plain text from front matter: show `code` spans.
-    $$(".param-desc").forEach(codeSpans);
     params.forEach(function (p) { showValidity(p); });
   }
 
@@ -331,16 +342,6 @@
     showValidity(p);
     update(p.name);
     saveParams();
-  }
-
-  function codeSpans(node) {
-    if (node.children.length || node.textContent.indexOf("`") < 0) return;
-    var parts = node.textContent.split(/`([^`]+)`/);
-    node.textContent = "";
-    parts.forEach(function (s, i) {
-      if (!s) return;
-      node.appendChild(i % 2 ? el("code", null, s) : doc.createTextNode(s));
-    });
   }
 
   // ---------- substitution, conditions, tabs: everything that follows the values ----------
