@@ -243,25 +243,28 @@ func (r *Runner) run(ctx context.Context, job *executor.Job, p *printer) ([]any,
 		return nil, -1, err
 	}
 	if b.Target != runbook.TargetKube || b.Action == "" {
-		return nil, -1, fmt.Errorf("block %q: not a native kube action (target=%s, action=%q); a kube shell block runs with the local runner and a pinned kubeconfig", b.ID, b.Target, b.Action)
+		err := fmt.Errorf("block %q: not a native kube action (target=%s, action=%q); a kube shell block runs with the local runner and a pinned kubeconfig", b.ID, b.Target, b.Action)
+		p.printf("error: %v\n", err)
+		return nil, -1, err
 	}
 	p.sink.Event(executor.Event{Kind: "info", Host: p.host, Message: r.target.String()})
 	a := newAction(b, job.Env)
 	ctx = withPrinter(ctx, p)
 	var objs []any
-	var err error
-	switch a.verb {
-	case "apply":
+	err := ctx.Err() // already over: do nothing
+	switch {
+	case err != nil:
+	case a.verb == "apply":
 		objs, err = r.apply(ctx, a, p)
-	case "get":
+	case a.verb == "get":
 		objs, err = r.get(ctx, a, p)
-	case "patch":
+	case a.verb == "patch":
 		objs, err = r.patch(ctx, a, p)
-	case "delete":
+	case a.verb == "delete":
 		objs, err = r.delete(ctx, a, p)
-	case "scale":
+	case a.verb == "scale":
 		objs, err = r.scale(ctx, a, p)
-	case "wait":
+	case a.verb == "wait":
 		objs, err = r.wait(ctx, a, p)
 	default:
 		err = fmt.Errorf("block %q: unknown kube action %q", b.ID, a.verb)
@@ -276,10 +279,14 @@ func (r *Runner) run(ctx context.Context, job *executor.Job, p *printer) ([]any,
 		p.printf("error: %s\n", we.Detail())
 		return objs, 1, err
 	case ctx.Err() != nil:
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("%w: %v", executor.ErrTimeout, err)
+		cause := ctx.Err()
+		if errors.Is(cause, context.DeadlineExceeded) {
+			cause = executor.ErrTimeout
+		}
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%s: %w", a.verb, cause)
 		} else {
-			err = fmt.Errorf("%w: %v", ctx.Err(), err)
+			err = fmt.Errorf("%s: %w (%v)", a.verb, cause, err)
 		}
 		p.printf("error: %v\n", err)
 		return objs, -1, err

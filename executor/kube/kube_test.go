@@ -298,6 +298,21 @@ func TestApplyErrors(t *testing.T) {
 	}
 }
 
+// A run whose deadline has passed does nothing and says it timed out.
+func TestExpiredContext(t *testing.T) {
+	e := setup(t, kube.Config{})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	var out sink
+	res, _ := e.r.Run(ctx, &executor.Job{Runbook: e.rb, Block: e.rb.BlockByID("apply-cms"), Env: e.vars}, &out)
+	if res[0].Exit != -1 || !errors.Is(res[0].Err, executor.ErrTimeout) {
+		t.Errorf("expired context: exit %d err %v\n%s", res[0].Exit, res[0].Err, out.String())
+	}
+	if l, _ := e.k.Client.CoreV1().ConfigMaps(e.k.Namespace).List(ctxT(t, 10*time.Second), metav1.ListOptions{LabelSelector: "tier"}); len(l.Items) != 0 {
+		t.Error("a run with an expired context created objects")
+	}
+}
+
 func TestGet(t *testing.T) {
 	e := setup(t, kube.Config{})
 	e.mustRun("apply-crds", "GROUP", "cilium.io")
@@ -666,7 +681,7 @@ func TestWaitAllCiliumNodes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(500*time.Millisecond, cancel)
 	res, _ = e.runCtx(ctx, "wait-pools")
-	if res.Exit != -1 || !errors.Is(res.Err, context.Canceled) {
+	if res.Exit != -1 || !errors.Is(res.Err, context.Canceled) || res.Err.Error() != "wait: context canceled" {
 		t.Errorf("cancelled wait: exit %d err %v", res.Exit, res.Err)
 	}
 	noWatchesLeft(t)
