@@ -22,7 +22,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +74,8 @@ type Target struct {
 	Namespace string // the context's default namespace; "" means default
 }
 
+// String is the target as the page shows it:
+// context "x" (cluster "y" at https://..., user "z").
 func (t Target) String() string {
 	s := fmt.Sprintf("context %q (cluster %q at %s, user %q", t.Context, t.Cluster, t.Server, t.User)
 	if t.Namespace != "" {
@@ -90,12 +91,9 @@ type Runner struct {
 	cfg    Config
 	target Target
 	raw    clientcmdapi.Config // the merged kubeconfig, paths resolved
-	rest   *rest.Config
 	dyn    dynamic.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	kinds  meta.RESTMapper // mapper with short names (deploy, cm, ...)
-
-	mu sync.Mutex // guards resets of mapper
 
 	// Lists and watches that action=wait started, for tests.
 	waitLists, waitWatches atomic.Int64
@@ -162,7 +160,6 @@ func New(cfg Config) (*Runner, error) {
 		cfg:    cfg,
 		target: t,
 		raw:    raw,
-		rest:   rc,
 		dyn:    dyn,
 		mapper: mapper,
 		kinds:  restmapper.NewShortcutExpander(mapper, cached, nil),
@@ -416,11 +413,9 @@ func (r *Runner) mapGVK(gvk schema.GroupVersionKind) (resource, error) {
 	return fromMapping(m), nil
 }
 
-func (r *Runner) resetDiscovery() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.mapper.Reset()
-}
+// resetDiscovery forgets cached discovery (the mapper locks itself); the
+// next mapping looks again.
+func (r *Runner) resetDiscovery() { r.mapper.Reset() }
 
 // namespaceFor is the namespace a namespaced action works in: the block's,
 // else the context's, else default.
