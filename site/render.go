@@ -256,17 +256,20 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 	w.WriteString(">\n<div class=\"cb-head\">")
 	fmt.Fprintf(w, `<span class="badge badge-%s" title="%s">%s</span>`, html.EscapeString(string(b.Target)),
 		html.EscapeString(r.t["target_"+string(b.Target)]), html.EscapeString(Badge(r.rb, b)))
-	if b.Title != "" {
-		fmt.Fprintf(w, `<span class="cb-title">%s</span>`, html.EscapeString(b.Title))
+	if title := b.Title; title != "" || b.Target == runbook.TargetKube && b.Action != "" {
+		if title == "" {
+			title = kubeSummary(b)
+		}
+		fmt.Fprintf(w, `<span class="cb-title">%s</span>`, html.EscapeString(title))
 	}
 	if b.Confirm {
 		fmt.Fprintf(w, `<span class="flag flag-confirm" title="%s">%s</span>`, html.EscapeString(r.t["confirm_needed"]), html.EscapeString(r.t["flag_confirm"]))
 	}
 	if b.Timeout != runbook.DefaultTimeout {
-		fmt.Fprintf(w, `<span class="flag flag-timeout" title="timeout">⏱ %s</span>`, html.EscapeString(shortDuration(b.Timeout)))
+		fmt.Fprintf(w, `<span class="flag flag-timeout">%s %s</span>`, html.EscapeString(r.t["flag_timeout"]), html.EscapeString(shortDuration(b.Timeout)))
 	}
 	if b.Retries > 0 {
-		fmt.Fprintf(w, `<span class="flag flag-retries">↻ %d × %s</span>`, b.Retries, html.EscapeString(shortDuration(b.Interval)))
+		fmt.Fprintf(w, `<span class="flag flag-retries">%s %d × %s</span>`, html.EscapeString(r.t["flag_retries"]), b.Retries, html.EscapeString(shortDuration(b.Interval)))
 	}
 	fmt.Fprintf(w, `<span class="cb-actions"><button type="button" class="cb-copy">%s</button>`, html.EscapeString(r.t["copy"]))
 	if b.Target == runbook.TargetManual {
@@ -328,6 +331,41 @@ func (r *nodeRenderer) result(w util.BufWriter, res BlockResult) {
 		w.WriteString("</ul>")
 	}
 	fmt.Fprintf(w, `<pre class="output"><code>%s</code></pre></div>`+"\n", html.EscapeString(res.Output))
+}
+
+// kubeSummary says what a native kube block does, since it often has no body:
+// "wait ciliumnodes.cilium.io (all) for jsonpath=…".
+func kubeSummary(b *runbook.Block) string {
+	parts := []string{b.Action}
+	if b.Kind != "" {
+		k := b.Kind
+		if b.Name != "" {
+			k += "/" + b.Name
+		}
+		parts = append(parts, k)
+	}
+	if b.Namespace != "" {
+		parts = append(parts, "-n "+b.Namespace)
+	}
+	if b.Selector != "" {
+		parts = append(parts, "-l "+b.Selector)
+	}
+	if b.FieldSelector != "" {
+		parts = append(parts, "--field-selector "+b.FieldSelector)
+	}
+	if b.All {
+		parts = append(parts, "--all")
+	}
+	if b.Replicas != "" {
+		parts = append(parts, "--replicas "+b.Replicas)
+	}
+	if b.JSONPath != "" {
+		parts = append(parts, "-o jsonpath="+b.JSONPath)
+	}
+	if b.For != "" {
+		parts = append(parts, "--for "+b.For)
+	}
+	return strings.Join(parts, " ")
 }
 
 // shortDuration prints 30s, 5m, 1h30m rather than Go's 5m0s.
@@ -438,7 +476,8 @@ func (r *nodeRenderer) code(w util.BufWriter, b *runbook.Block, exec bool) {
 	lang := b.Lang
 	fmt.Fprintf(w, `<pre class="chroma"><code class="language-%s">`, html.EscapeString(lang))
 	var refs []runbook.Ref
-	braced := !(lang == "bash" || lang == "sh" || lang == "shell" || lang == "console" || lang == "zsh")
+	// Shell and manual blocks refer to $NAME; manifests only to ${NAME}.
+	braced := !(lang == "bash" || lang == "sh" || lang == "shell" || lang == "console" || lang == "zsh" || b.Target == runbook.TargetManual)
 	for _, ref := range runbook.FindRefs(b.Content, braced) {
 		if r.names[ref.Name] {
 			refs = append(refs, ref)
