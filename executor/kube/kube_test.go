@@ -502,6 +502,11 @@ func TestDelete(t *testing.T) {
 	e.mustRun("apply-cms")
 	cms := e.k.Client.CoreV1().ConfigMaps(e.k.Namespace)
 
+	_, out := e.mustRun("wait-cache") // a wait on a label selector
+	if out != "configmap/cache-a condition met\nconfigmap/cache-b condition met\n" {
+		t.Errorf("wait with a selector: %q", out)
+	}
+
 	res, out := e.mustRun("delete-cache")
 	if out != "configmap \"cache-a\" deleted\nconfigmap \"cache-b\" deleted\n" || len(res.Objects) != 2 {
 		t.Errorf("delete by selector: %q, %d objects", out, len(res.Objects))
@@ -510,6 +515,9 @@ func TestDelete(t *testing.T) {
 		if _, err := cms.Get(ctxT(t, 10*time.Second), n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("%s still there: %v", n, err)
 		}
+	}
+	if _, out := e.mustRun("wait-cache-gone"); out != "every configmaps in namespace "+e.k.Namespace+" with selector tier=cache: none remain\n" {
+		t.Errorf("wait for=delete with a selector: %q", out)
 	}
 	if _, out := e.mustRun("delete-none"); out != "No resources found\n" {
 		t.Errorf("delete matching nothing: %q", out)
