@@ -15,6 +15,12 @@ type ObjectChecker interface {
 	EvalJSONPath(objects []any, path string) ([]string, error)
 }
 
+// blockCapturer is an ObjectChecker that evaluates captures with the
+// block's own semantics (kube.Checker).
+type blockCapturer interface {
+	CaptureJSONPath(b *runbook.Block, objects []any, path string) (string, error)
+}
+
 // Verdict is the outcome of checking a run against the block's expectations.
 type Verdict struct {
 	OK      bool
@@ -222,7 +228,14 @@ func Capture(b *runbook.Block, out string, objects []any, oc ObjectChecker) (map
 		case c.JSONPath != "":
 			var got []string
 			var err error
-			if oc != nil && objects != nil {
+			if cc, ok := oc.(blockCapturer); ok && objects != nil {
+				// Evaluated as the block's own jsonpath= would be: on the
+				// object, or on the list a list-get returned.
+				var v string
+				if v, err = cc.CaptureJSONPath(b, objects, c.JSONPath); err == nil && v != "" {
+					got = []string{v}
+				}
+			} else if oc != nil && objects != nil {
 				got, err = oc.EvalJSONPath(objects, c.JSONPath)
 			} else if oc != nil {
 				got, err = oc.EvalJSONPath(jsonOutput(out), c.JSONPath)

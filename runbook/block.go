@@ -655,7 +655,7 @@ func (p *parseState) checkRefs(b *Block) {
 			report(r.Name, lineAt(r.Off))
 		}
 	}
-	for _, v := range []string{b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For} {
+	for _, v := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For} {
 		for _, r := range bodyRefs(v, false) {
 			report(r.Name, b.Pos)
 		}
@@ -726,12 +726,24 @@ func splitJSONPath(s string) (string, string, error) {
 	return "", "", fmt.Errorf("JSONPath %q has no closing '}'", s)
 }
 
+// checkJSONPath accepts a kubectl JSONPath template: one or more {…}
+// expressions with text between them ({range .items[*]}{.metadata.name}{"\n"}{end}).
 func checkJSONPath(s string) error {
-	_, rest, err := splitJSONPath(s)
-	if err == nil && rest != "" {
-		return fmt.Errorf("unexpected %q after the JSONPath", rest)
+	if !strings.HasPrefix(s, "{") {
+		return fmt.Errorf("a JSONPath starts with '{', as in {.status.phase}")
 	}
-	return err
+	for rest := s; rest != ""; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return nil
+		}
+		_, after, err := splitJSONPath(rest[i:])
+		if err != nil {
+			return err
+		}
+		rest = after
+	}
+	return nil
 }
 
 func checkWaitFor(s string) error {

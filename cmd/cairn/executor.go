@@ -99,7 +99,7 @@ func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetu
 	}
 
 	runners := map[string]executor.Runner{executor.RunnerLocal: &local.Runner{}}
-	e := &executor.Engine{Runners: runners, Journal: j, Objects: kubeObjects{}}
+	e := &executor.Engine{Runners: runners, Journal: j, Objects: kube.Checker{}}
 	if kr, err := kube.New(kube.Config{Kubeconfig: kubeconfig, Context: kctx}); err == nil {
 		x.kube = kr
 		runners[executor.RunnerKube] = kr
@@ -132,17 +132,6 @@ func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetu
 	}
 	x.engine = e
 	return x, nil
-}
-
-// kubeObjects adapts the kube package's JSONPath helpers.
-type kubeObjects struct{}
-
-func (kubeObjects) CheckJSONPath(objects []any, c runbook.JSONPathCheck) (bool, string) {
-	return kube.CheckJSONPath(objects, c)
-}
-
-func (kubeObjects) EvalJSONPath(objects []any, path string) ([]string, error) {
-	return kube.EvalJSONPath(objects, path)
 }
 
 // store is the loaded content the daemon may run blocks of.

@@ -253,3 +253,9 @@ func objRef(obj any, i int) string {
 	}
 	return strings.ToLower(kind) + "/" + name
 }
+
+// CaptureJSONPath lets the engine evaluate captures with the block's own
+// semantics (on the object, or on the list a list-get returned).
+func (Checker) CaptureJSONPath(b *runbook.Block, objects []any, path string) (string, error) {
+	return CaptureJSONPath(b, objects, path)
+}
