@@ -103,8 +103,8 @@ func splitHostValue(v string) (user, host, port string, err error) {
 	h := v
 	if i := strings.LastIndexByte(h, '@'); i >= 0 {
 		user, h = h[:i], h[i+1:]
-		if user == "" {
-			return "", "", "", fmt.Errorf("host %q: empty user name before @", v)
+		if user == "" || strings.ContainsFunc(user, func(r rune) bool { return r == '@' || r <= ' ' || r == 0x7f }) {
+			return "", "", "", fmt.Errorf("host %q: bad user name before @", v)
 		}
 	}
 	switch {
@@ -151,10 +151,10 @@ func (res *resolver) resolve(v string) (*Host, error) {
 		op := o.first[key]
 		return nil, fmt.Errorf("ssh %s: %s:%d: %v", v, op.file, op.line, err)
 	}
-	for _, k := range []string{"proxyjump", "proxycommand"} {
+	for k, name := range map[string]string{"proxyjump": "ProxyJump", "proxycommand": "ProxyCommand"} {
 		if val, ok := o.get(k); ok && !strings.EqualFold(val, "none") {
 			op := o.first[k]
-			return nil, fmt.Errorf("ssh %s: %s:%d: %s is not supported by cairn's ssh runner; give the host's address directly, or run the block with target=local and your own ssh", v, op.file, op.line, op.key)
+			return nil, fmt.Errorf("ssh %s: %s:%d: %s is not supported by cairn's ssh runner; give the host's address directly, or run the block with target=local and your own ssh", v, op.file, op.line, name)
 		}
 	}
 	hostname := alias

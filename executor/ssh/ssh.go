@@ -324,7 +324,7 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	}
 	defer sess.Close()
 	stdout := &hostOutput{host: h.Name, out: out}
-	ctl := &controlWriter{out: stdout}
+	ctl := &controlWriter{out: stdout, found: make(chan struct{})}
 	sess.Stdout, sess.Stderr = stdout, ctl
 	stdin, err := sess.StdinPipe()
 	if err != nil {
@@ -346,7 +346,7 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		r.stop(c, sess, ctl.sid(), job.Block.Sudo, done, &wg)
+		r.stop(c, sess, ctl, job.Block.Sudo, done, &wg)
 		return -1, ctxErr(ctx)
 	}
 	var ee *ssh.ExitError
@@ -365,23 +365,29 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	}
 }
 
-// stop ends a running script: SIGTERM to the session, SIGKILL after the
-// grace period, a second session that kills whatever is left of the remote
-// session by id, then closing the connection. It waits for the session to
-// end (done) before it returns.
-func (r *Runner) stop(c *client, sess *ssh.Session, sid int, sudo bool, done <-chan error, wg *sync.WaitGroup) {
+// stop ends a running script: SIGTERM, then SIGKILL after the grace
+// period, each sent two ways: through the session (sshd signals the
+// session's process group, but OpenSSH refuses this for root logins) and by
+// a second session that signals the remote session by id (under sudo -n for
+// sudo blocks, so root processes die too). The KILL round always runs, so
+// nothing that ignored TERM or left the output survives. Then it closes the
+// connection and waits for the session to end (done).
+func (r *Runner) stop(c *client, sess *ssh.Session, ctl *controlWriter, sudo bool, done <-chan error, wg *sync.WaitGroup) {
 	grace := r.grace()
-	_ = sess.Signal(ssh.SIGTERM)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
-	ended := false
+	// The id arrives as the script starts; a cancel just then waits for it.
 	select {
+	case <-ctl.found:
 	case <-done:
-		ended = true
 	case <-timer.C:
-		_ = sess.Signal(ssh.SIGKILL)
 	}
-	if sid > 1 {
+	sid := ctl.sid()
+	signal := func(sig ssh.Signal) {
+		_ = sess.Signal(sig)
+		if sid <= 1 {
+			return
+		}
 		reaped := make(chan struct{})
 		wg.Go(func() {
 			defer close(reaped)
@@ -390,26 +396,35 @@ func (r *Runner) stop(c *client, sess *ssh.Session, sid int, sudo bool, done <-c
 				return
 			}
 			defer s.Close()
-			_ = s.Run(reapCommand(sid, sudo))
+			_ = s.Run(signalCommand(sid, string(sig), sudo))
 		})
 		select {
 		case <-reaped:
 		case <-time.After(grace):
 		}
 	}
-	c.Close() // ends the session and the reaper, if they still wait
+	signal(ssh.SIGTERM)
+	ended := false
+	timer.Reset(grace)
+	select {
+	case <-done:
+		ended = true
+	case <-timer.C:
+	}
+	signal(ssh.SIGKILL)
+	c.Close() // ends the session and a stuck signalling session
 	if !ended {
 		<-done
 	}
 }
 
-// reapCommand kills what is left of remote session sid: its process group
-// and every process in the session.
-func reapCommand(sid int, sudo bool) string {
+// signalCommand sends sig to what is left of remote session sid: its
+// process group, and every process in the session.
+func signalCommand(sid int, sig string, sudo bool) string {
 	n := strconv.Itoa(sid)
-	cmd := "kill -s KILL -- -" + n + " 2>/dev/null; pkill -KILL -s " + n + " 2>/dev/null; exit 0"
+	cmd := "kill -s " + sig + " -- -" + n + " 2>/dev/null; pkill -" + sig + " -s " + n + " 2>/dev/null; exit 0"
 	if sudo {
-		return "sudo -n /bin/sh -c " + runbook.ShellQuote(cmd) + " || " + cmd
+		return "sudo -n /bin/sh -c " + runbook.ShellQuote(cmd) + " 2>/dev/null || { " + cmd + "; }"
 	}
 	return cmd
 }
@@ -432,19 +447,19 @@ func (w *hostOutput) Write(p []byte) (int, error) {
 // "cairn-sid=N" line, and before it anything the login shell printed, which
 // goes to the output.
 type controlWriter struct {
-	out io.Writer
+	out   io.Writer
+	found chan struct{} // closed when the id has arrived
 
-	mu    sync.Mutex
-	line  []byte
-	found bool
-	id    int
+	mu   sync.Mutex
+	line []byte
+	id   int
 }
 
 func (w *controlWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(p)
-	for !w.found && len(p) > 0 {
+	for w.id == 0 && len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			w.line = append(w.line, p...)
@@ -457,8 +472,9 @@ func (w *controlWriter) Write(p []byte) (int, error) {
 		line := append(w.line, p[:i+1]...)
 		w.line, p = nil, p[i+1:]
 		if s, ok := strings.CutPrefix(strings.TrimSpace(string(line)), sidPrefix); ok {
-			if id, err := strconv.Atoi(s); err == nil {
-				w.found, w.id = true, id
+			if id, err := strconv.Atoi(s); err == nil && id > 0 {
+				w.id = id
+				close(w.found)
 				continue
 			}
 		}
