@@ -2,12 +2,13 @@
 # ci-deps.sh installs the Debian packages that the sandbox and its tests use:
 # openssh-server (sshd for the SSH hosts), openssh-client (ssh, ssh-keygen),
 # iproute2 (ip: network namespaces, bridge, veth), util-linux (unshare,
-# nsenter, flock), chromium (headless page tests) and shellcheck (script lint).
+# nsenter, flock), chromium (headless page tests), shellcheck (script lint) and
+# sudo (the ssh runner's sudo=true blocks and copies, tested on the SSH hosts).
 # It is idempotent: packages already installed are left alone, and apt-get runs
 # only when something is missing. Run as root (CI runs as root).
 set -euo pipefail
 
-want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates)
+want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo)
 
 missing=()
 for p in "${want[@]}"; do
