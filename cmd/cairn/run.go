@@ -295,6 +295,7 @@ type termSink struct {
 	w     io.Writer
 	multi bool
 	bol   map[string]bool
+	seen  map[string]bool // info notices already shown (retries repeat them)
 }
 
 func (s *termSink) Output(host string, p []byte) {
@@ -323,7 +324,15 @@ func (s *termSink) Event(ev executor.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch ev.Kind {
-	case "retry", "info":
+	case "info":
+		if s.seen == nil {
+			s.seen = map[string]bool{}
+		}
+		if !s.seen[ev.Message] {
+			s.seen[ev.Message] = true
+			fmt.Fprintf(s.w, "  … %s\n", ev.Message)
+		}
+	case "retry":
 		fmt.Fprintf(s.w, "  … %s\n", ev.Message)
 	case "host-end":
 		if ev.Message != "" {
