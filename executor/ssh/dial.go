@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -21,6 +22,7 @@ type client struct {
 	*ssh.Client
 	host  *Host
 	agent net.Conn
+	lost  atomic.Bool // closed by keepAlive: the host stopped answering
 }
 
 func (c *client) Close() error {

@@ -126,6 +126,12 @@ type Runner struct {
 	// Grace is how long remote processes get between SIGTERM and SIGKILL
 	// when a run is cancelled; default 2s.
 	Grace time.Duration
+	// KeepAlive is how often a connection running a script is probed
+	// (keepalive@openssh.com), so that idle-dropping firewalls keep it and a
+	// dead one is noticed: after three intervals without an answer the
+	// connection is closed and the host fails. Default 15s; negative
+	// disables.
+	KeepAlive time.Duration
 
 	tofuMu sync.Mutex // serialises trust-on-first-use appends
 }
@@ -136,6 +142,7 @@ const (
 	defaultConnectTimeout = 10 * time.Second
 	defaultMaxParallel    = 32
 	defaultGrace          = 2 * time.Second
+	defaultKeepAlive      = 15 * time.Second
 )
 
 // ErrSkipped is the Err of a host that was not started because another host
@@ -217,10 +224,10 @@ func (r *Runner) one(ctx context.Context, job *executor.Job, res *resolver, name
 	hr := executor.HostResult{Host: name, Exit: -1, Start: time.Now()}
 	var skip error
 	switch {
-	case failed.Load():
-		skip = ErrSkipped
 	case ctx.Err() != nil:
 		skip = fmt.Errorf("not started: %w", ctxErr(ctx))
+	case failed.Load():
+		skip = ErrSkipped
 	}
 	if skip != nil {
 		hr.Err = skip
@@ -335,6 +342,9 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	kaStop := make(chan struct{})
+	defer close(kaStop) // before wg.Wait
+	wg.Go(func() { r.keepAlive(c, kaStop) })
 	wg.Go(func() {
 		// Fails only when the session ends first; Wait reports why.
 		_, _ = io.WriteString(stdin, scriptInput(job, h.Name))
@@ -354,6 +364,8 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	switch {
 	case err == nil:
 		return 0, nil
+	case c.lost.Load():
+		return -1, fmt.Errorf("%s: connection lost: no answer to keepalives for %s; the script may still be running on the host", h, 3*r.keepAliveInterval())
 	case errors.As(err, &ee) && ee.Signal() != "":
 		return -1, fmt.Errorf("%s: the script was killed by signal %s", h, ee.Signal())
 	case errors.As(err, &ee):
@@ -362,6 +374,41 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 		return -1, fmt.Errorf("%s: the session ended without an exit status (did the connection drop or the host reboot?)", h)
 	default:
 		return -1, fmt.Errorf("%s: %w", h, err)
+	}
+}
+
+func (r *Runner) keepAliveInterval() time.Duration {
+	if r.KeepAlive == 0 {
+		return defaultKeepAlive
+	}
+	return r.KeepAlive
+}
+
+// keepAlive probes c every interval until stop is closed, and closes c
+// (marking it lost) when three intervals pass without an answer.
+func (r *Runner) keepAlive(c *client, stop <-chan struct{}) {
+	iv := r.keepAliveInterval()
+	if iv < 0 {
+		return
+	}
+	dead := time.AfterFunc(3*iv, func() {
+		c.lost.Store(true)
+		c.Close()
+	})
+	defer dead.Stop()
+	tick := time.NewTicker(iv)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		// OpenSSH answers with a failure, which is an answer.
+		if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err != nil {
+			return
+		}
+		dead.Reset(3 * iv)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -625,7 +626,7 @@ func TestTimeoutIsErrTimeout(t *testing.T) {
 	if !errors.Is(res[0].Err, executor.ErrTimeout) || res[0].Exit != -1 {
 		t.Fatalf("cp0: %+v", res[0])
 	}
-	if !errors.Is(res[1].Err, executor.ErrTimeout) && !errors.Is(res[1].Err, ErrSkipped) {
+	if !errors.Is(res[1].Err, executor.ErrTimeout) || !strings.HasPrefix(res[1].Err.Error(), "not started") {
 		t.Errorf("cp1: %+v", res[1])
 	}
 	assertNoProcess(t, marker)
@@ -860,5 +861,97 @@ func TestResolveThroughSandboxConfig(t *testing.T) {
 	cp1, _ := e.Inventory.Host("cp1")
 	if h.User != "admin" || h.Addr != net.JoinHostPort(cp1.Address, "2222") {
 		t.Errorf("admin@cp1:2222 resolved to %+v", h)
+	}
+}
+
+// TestKeepAliveNoticesDeadConnection: the sshd process serving the
+// connection is stopped (SIGSTOP: it neither answers nor closes); the
+// keepalives go unanswered and the host fails instead of hanging.
+func TestKeepAliveNoticesDeadConnection(t *testing.T) {
+	_, r := rig(t)
+	r.KeepAlive = 200 * time.Millisecond
+	marker := fmt.Sprintf("cairn-ssh-keepalive-%d", time.Now().UnixNano())
+	t.Cleanup(func() { exec.Command("pkill", "-KILL", "-f", marker).Run() })
+	var (
+		once sync.Once
+		sshd int
+	)
+	s := newSink()
+	s.onOutput = func(_ string, all string) {
+		line, _, ok := strings.Cut(all, "\n")
+		if !ok {
+			return
+		}
+		once.Do(func() {
+			// $PPID of the script is the sshd process of this connection.
+			sshd, _ = strconv.Atoi(strings.TrimPrefix(line, "sshd="))
+			if sshd > 1 {
+				syscall.Kill(sshd, syscall.SIGSTOP)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if sshd > 1 {
+			syscall.Kill(sshd, syscall.SIGCONT)
+		}
+	})
+	start := time.Now()
+	res, err := r.Run(ctxT(t, 30*time.Second), scriptJob(`echo "sshd=$PPID"; exec -a `+marker+` sleep 300`, "w0"), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sshd <= 1 {
+		t.Fatalf("no sshd pid in output %q", s.String("w0"))
+	}
+	if e := res[0].Err; e == nil || !strings.Contains(e.Error(), "connection lost: no answer to keepalives for 600ms") {
+		t.Fatalf("%+v", res[0])
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("noticed after %s", took)
+	}
+}
+
+// TestAgentAuth logs in with a key held only by a real ssh-agent.
+func TestAgentAuth(t *testing.T) {
+	e, _ := rig(t)
+	agentBin, err := exec.LookPath("ssh-agent")
+	if err != nil {
+		t.Skip("no ssh-agent: apt-get install -y openssh-client")
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	agentCmd := exec.Command(agentBin, "-D", "-a", sock)
+	if err := agentCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agentCmd.Process.Kill(); agentCmd.Wait() })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ssh-agent did not create its socket")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	add := exec.Command("ssh-add", e.Inventory.IdentityFile)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v: %s", err, out)
+	}
+	r, host := direct(t, e, "cp1", e.Inventory.KnownHosts)
+	r.IdentityFiles = nil // the default files do not exist: only the agent has a key
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	r.AgentSocket = ""
+	res, s := run(t, r, ctxT(t, 30*time.Second), scriptJob("hostname", host))
+	if res[0].Err != nil || s.String(host) != "cp1\n" {
+		t.Fatalf("%+v %q", res[0], s.String(host))
+	}
+	// Without the agent there is nothing to log in with.
+	r.AgentSocket = "none"
+	res, _ = run(t, r, ctxT(t, 30*time.Second), scriptJob("hostname", host))
+	if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "no SSH key to log in as root") {
+		t.Errorf("no keys: %v", res[0].Err)
 	}
 }
