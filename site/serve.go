@@ -227,19 +227,22 @@ func within(p, dir string) bool {
 }
 
 // Refresh re-renders the given runbook files now (after a run, so that the
-// page bakes in its result) and tells pages to reload.
+// page bakes in its result). Open pages are not reloaded: they already show
+// the result live, and a reload would lose the reader's place.
 func (s *Server) Refresh(ctx context.Context, paths []string) {
 	s.buildMu.Lock()
 	defer s.buildMu.Unlock()
 	res, err := s.b.Update(ctx, paths)
-	s.publish(res, err)
+	s.publishQuiet(res, err, false)
 	if s.opts.OnUpdate != nil {
 		s.opts.OnUpdate(res, err)
 	}
 }
 
 // publish swaps in a new build and notifies pages.
-func (s *Server) publish(res *Result, err error) {
+func (s *Server) publish(res *Result, err error) { s.publishQuiet(res, err, true) }
+
+func (s *Server) publishQuiet(res *Result, err error, notify bool) {
 	var msgs []string
 	if err != nil {
 		msgs = []string{err.Error()}
@@ -250,6 +253,7 @@ func (s *Server) publish(res *Result, err error) {
 		}
 	}
 	s.mu.Lock()
+	first := s.files == nil
 	if res != nil {
 		if s.files == nil || res.Rendered == len(res.Runbooks) {
 			s.files = res.Files
@@ -280,11 +284,16 @@ func (s *Server) publish(res *Result, err error) {
 	}
 	s.diags = msgs
 	s.mu.Unlock()
-	if res != nil {
+	if res != nil && notify && first {
+		// The first build is reported by Run.
+	} else if res != nil {
 		fmt.Fprintf(s.opts.Log, "rebuilt %d page(s) in %s\n", res.Rendered, ms(res.Duration))
 	}
 	for _, m := range msgs {
 		fmt.Fprintln(s.opts.Log, m)
+	}
+	if !notify && len(msgs) == 0 {
+		return
 	}
 	ev := map[string]any{"type": "reload"}
 	if len(msgs) > 0 {

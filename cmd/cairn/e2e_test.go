@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+)
+
+func TestMain(m *testing.M) { os.Exit(testrig.Main(m)) }
+
+// syncBuffer is a Stderr the test can read while the command writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+var pairRe = regexp.MustCompile(`pair this browser by opening (http://127\.0\.0\.1:\d+/)#cairn-token=([0-9a-f]+)`)
+
+// TestE2EExecutorInBrowser builds and serves the practice runbook with the
+// executor against the sandbox's real kube-apiserver and sshd hosts, opens
+// it in headless Chromium, fills a parameter and clicks Run on a local, a
+// kube and an ssh block: output streams in, the verified result appears,
+// and after a reload (and in the re-rendered HTML) it is still there.
+func TestE2EExecutorInBrowser(t *testing.T) {
+	k := testrig.Kube(t)
+	s := testrig.SSH(t)
+	bctx := testrig.Browser(t)
+
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../content/practice.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "practice.md"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ns := k.Namespace + "-p"
+	t.Cleanup(func() { k.KubectlErr(t, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=false") })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: stderr}
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, []string{"serve", "--port", "0", "--content", dir, "--sandbox", "no",
+			"--kubeconfig", k.Kubeconfig, "--context", k.Context,
+			"--ssh-config", s.Inventory.SSHConfig, "--known-hosts", s.Inventory.KnownHosts, "--identity", s.Inventory.IdentityFile,
+			"--journal", filepath.Join(t.TempDir(), "journal.jsonl")})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	var base, token string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if mm := pairRe.FindStringSubmatch(stderr.String()); mm != nil {
+			base, token = mm[1], mm[2]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pairing URL; serve said:\n%s", stderr.String())
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve stopped: %v\n%s", err, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	run := func(actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		actx, c := context.WithTimeout(bctx, 60*time.Second)
+		defer c()
+		if _, err := chromedp.Run(actx, chromedp.Steps(actions...)); err != nil {
+			t.Fatalf("%v\nserve said:\n%s", err, stderr.String())
+		}
+	}
+	waitJS := func(js string, timeout time.Duration) {
+		t.Helper()
+		actx, c := context.WithTimeout(bctx, timeout+5*time.Second)
+		defer c()
+		if _, err := chromedp.Run(actx, chromedp.Poll[bool]("!!("+js+")", chromedp.WithPollingTimeout(timeout))); err != nil {
+			state, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.getElementById("cairn-exec-status")||{}).textContent + " | " + Array.from(document.querySelectorAll(".cb-result:not([hidden])")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 300)).join(" || ")`))
+			t.Fatalf("waiting for %s: %v\npage: %s\nserve said:\n%s", js, err, state, stderr.String())
+		}
+	}
+	text := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	run(chromedp.Navigate(base + "practice/#cairn-token=" + token))
+	waitJS(`document.querySelector("#cairn-exec-status.exec-on")`, 15*time.Second)
+	if strings.Contains(text(`location.href`), token) {
+		t.Error("the token stayed in the address bar")
+	}
+	// Fill a parameter by typing into the form.
+	run(chromedp.Focus(chromedp.CSS(`input[name="NAMESPACE"]`)))
+	text(`(document.querySelector('input[name="NAMESPACE"]').select(), "")`)
+	if _, err := chromedp.Call(bctx, input.InsertText, input.InsertTextParams{Text: ns}); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(fmt.Sprintf(`window.Cairn.values().NAMESPACE === %q`, ns), 5*time.Second)
+
+	click := func(block string) {
+		t.Helper()
+		run(chromedp.Click(chromedp.CSS(`#block-` + block + ` .cb-run`)))
+	}
+	verified := func(block string) string {
+		t.Helper()
+		waitJS(`document.querySelector("#block-`+block+`.cb-verified")`, 40*time.Second)
+		return text(`(function(){var b=document.querySelector("#block-` + block + `"); var r=b.querySelector(".cb-result"); return r ? r.textContent : "NO RESULT: " + b.outerHTML.slice(0, 3000)})()`)
+	}
+
+	click("make-stamp") // local
+	if out := verified("make-stamp"); !regexp.MustCompile(`stamp=[0-9a-f]{12}`).MatchString(out) {
+		t.Errorf("local output: %q", out)
+	}
+	click("apply-objects") // kube, uses the capture and the typed namespace
+	if out := verified("apply-objects"); !strings.Contains(out, "namespace/"+ns+" serverside-applied") {
+		t.Errorf("kube output: %q", out)
+	}
+	if got := k.Kubectl(t, "", "get", "practicenotes.cairn.dev", "first", "-n", ns, "-o", "jsonpath={.spec.stamp}"); len(got) != 12 {
+		t.Errorf("the captured stamp did not reach the cluster: %q", got)
+	}
+	click("ssh-hostname") // ssh on a host group
+	out := verified("ssh-hostname")
+	for _, h := range []string{"cp0", "cp1", "cp2"} {
+		if !strings.Contains(out, "host="+h) {
+			t.Errorf("ssh output lacks %s: %q", h, out)
+		}
+	}
+	click("apply-pod")
+	verified("apply-pod")
+	click("pod-running") // fails on purpose, with the reason shown
+	waitJS(`document.querySelector("#block-pod-running.cb-failed")`, 40*time.Second)
+	if reason := text(`document.querySelector("#block-pod-running .cb-reasons").textContent`); !strings.Contains(reason, `does not contain "Running"`) {
+		t.Errorf("failure reason: %q", reason)
+	}
+
+	// After a reload (the token is kept for the tab) the results are there.
+	run(chromedp.Navigate(base + "practice/"))
+	waitJS(`document.querySelector("#cairn-exec-status.exec-on")`, 15*time.Second)
+	verified("make-stamp")
+	verified("ssh-hostname")
+	// And they are baked into the served HTML for readers without the executor.
+	resp, err := http.Get(base + "practice/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`id="block-make-stamp"[\s\S]*?cb-result-baked" data-status="verified"`).Match(page) {
+		t.Error("the verified result is not baked into the page")
+	}
+}
