@@ -158,7 +158,7 @@ func (r *Runner) newCopier(ctx context.Context, job *executor.Job, res *resolver
 		cp.err = fmt.Errorf("copy source: %w", err)
 		return cp
 	}
-	unwatch := context.AfterFunc(ctx, func() { c.Close() })
+	unwatch := onDone(ctx, func() { c.Close() })
 	sc, err := openSFTP(c, job.Block.Sudo)
 	if err != nil {
 		unwatch()
@@ -192,7 +192,7 @@ func (cp *copier) copyTo(ctx context.Context, h *Host) executor.HostResult {
 	}
 	defer c.Close()
 	// SFTP calls take no context: closing the connection interrupts them.
-	defer context.AfterFunc(ctx, func() { c.Close() })()
+	defer onDone(ctx, func() { c.Close() })()
 	dst, err := openSFTP(c, cp.job.Block.Sudo)
 	if err != nil {
 		hr.Err = ctxOr(ctx, err)

@@ -172,7 +172,7 @@ func (r *Runner) dial(ctx context.Context, h *Host, notify func(string)) (*clien
 		return nil, fmt.Errorf("%s: connect: %w; check that the host is up and sshd listens on that port", h, err)
 	}
 	// The handshake reads and writes nc; closing it is how ctx interrupts it.
-	stop := context.AfterFunc(dctx, func() { nc.Close() })
+	stop := onDone(dctx, func() { nc.Close() })
 	cc, chans, reqs, err := ssh.NewClientConn(nc, h.Addr, cfg)
 	if !stop() && err == nil {
 		cc.Close()
@@ -197,6 +197,24 @@ func (r *Runner) dial(ctx context.Context, h *Host, notify func(string)) (*clien
 		}
 	}
 	return &client{Client: ssh.NewClient(cc, chans, reqs), host: h, agent: auth.agent}, nil
+}
+
+// onDone runs f when ctx ends, unless the returned stop is called first.
+// stop reports whether it prevented f; if f had started, stop waits for it
+// to finish, so that f never outlives its caller.
+func onDone(ctx context.Context, f func()) (stop func() bool) {
+	ran := make(chan struct{})
+	s := context.AfterFunc(ctx, func() {
+		defer close(ran)
+		f()
+	})
+	return func() bool {
+		if s() {
+			return true
+		}
+		<-ran
+		return false
+	}
 }
 
 // boundedBuffer keeps the first max bytes written to it (remote stderr for

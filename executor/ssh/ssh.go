@@ -46,15 +46,19 @@
 // output keeps its order.
 //
 // When ctx ends, the remote processes get SIGTERM, then SIGKILL after
-// Runner.Grace, through the SSH session (sshd signals the session's process
-// group) and again from a second session that kills the session by id (with
-// sudo -n when the block uses sudo, so that root processes started through
-// sudo die too). A process that started its own session (setsid) escapes
-// both. Unlike the local runner, background processes a script leaves
-// running after a normal exit are not killed: on a server that is how a
-// script starts something that must outlive it. A background process that
-// still holds the output keeps the block running until it exits (as with
-// ssh itself); redirect its output.
+// Runner.Grace, each sent two ways: through the SSH session (sshd signals
+// the session's process group, but OpenSSH refuses signal requests on root
+// logins) and from a second session that signals the remote session by its
+// id, which the remote sh reports first thing (with sudo -n when the block
+// uses sudo, so that root processes started through sudo die too). A
+// process that started a session of its own (setsid) escapes both. Unlike
+// the local runner, background processes a script leaves running after a
+// normal exit are not killed: on a server that is how a script starts
+// something that must outlive it. A background process that still holds the
+// output keeps the block running until it exits (as with ssh itself);
+// redirect its output. While a script runs, keepalives (Runner.KeepAlive)
+// notice a host that stopped answering; its script is then out of reach and
+// may still run.
 //
 // # Copies
 //
