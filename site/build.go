@@ -60,8 +60,11 @@ type entry struct {
 	rb      *runbook.Runbook
 	content template.HTML
 	search  []SearchEntry
-	nav     string // navigation fingerprint: title, slug, weight, steps
-	diags   runbook.Diagnostics
+	// searchJSON is search marshalled without the enclosing brackets, so
+	// that an update marshals only the runbooks that changed.
+	searchJSON []byte
+	nav        string // navigation fingerprint: title, slug, weight, steps
+	diags      runbook.Diagnostics
 }
 
 // Result is what a build produced.
@@ -268,6 +271,11 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 	}
 	e.content = template.HTML(html)
 	e.search = searchEntries(rb)
+	js, err := json.Marshal(e.search)
+	if err != nil {
+		return nil, err
+	}
+	e.searchJSON = js[1 : len(js)-1]
 	var nav strings.Builder
 	fmt.Fprintf(&nav, "%s|%s|%d|%s|%s|%s", rb.Slug, rb.Meta.Title, rb.Meta.Weight, rb.Meta.Lang, rb.Meta.Summary, rb.Meta.Duration)
 	for _, s := range rb.Steps {
@@ -321,10 +329,10 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 		res.Runbooks = append(res.Runbooks, e.rb)
 		res.Steps += len(e.rb.Steps)
 	}
+	// Page data is made here, in order (Decorate need not be safe for
+	// concurrent use); the templates then run in parallel.
+	var jobs []pageJob
 	for _, e := range good {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		if len(only) > 0 && !only[e.rb.Path] {
 			continue
 		}
@@ -332,41 +340,58 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 		if b.opts.Decorate != nil {
 			b.opts.Decorate(e.rb, page)
 		}
-		out, err := th.execute("runbook", page)
-		if err != nil {
-			return nil, fmt.Errorf("%s: template runbook.html: %w", e.rb.Path, err)
-		}
-		res.Files[e.rb.Slug+"/index.html"] = out
+		jobs = append(jobs, pageJob{name: e.rb.Slug + "/index.html", kind: "runbook", page: page,
+			errPrefix: e.rb.Path + ": template runbook.html"})
 		res.Rendered++
 	}
 	t := stringsFor(site.Lang)
 	for _, kind := range []string{"index", "404"} {
 		page := &Page{Site: site, Lang: site.Lang, T: t, Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
+		name := "index.html"
 		if kind == "404" {
 			// Served for any missing path, so links must be absolute.
 			page.Root = "/"
 			page.Title = t["page_not_found"]
-		}
-		out, err := th.execute(kind, page)
-		if err != nil {
-			return nil, fmt.Errorf("template %s.html: %w", kind, err)
-		}
-		name := "index.html"
-		if kind == "404" {
 			name = "404.html"
 		}
-		res.Files[name] = out
+		jobs = append(jobs, pageJob{name: name, kind: kind, page: page, errPrefix: "template " + kind + ".html"})
 	}
-	var search []SearchEntry
-	for _, e := range good {
-		search = append(search, e.search...)
-	}
-	js, err := json.Marshal(search)
-	if err != nil {
+	if err := th.executeAll(ctx, jobs); err != nil {
 		return nil, err
 	}
+	for _, j := range jobs {
+		res.Files[j.name] = j.out
+	}
+	// The same bytes as json.Marshal of all entries: "null" when there are
+	// none, else the entries' elements joined with commas. search.json is
+	// a capped slice of search.js (both are only read), so the index, which
+	// is megabytes on a big site, is allocated once per build.
+	const jsPrefix, jsSuffix = "window.CAIRN_SEARCH=", ";\n"
+	n := len("null")
+	if len(good) > 0 {
+		n = 1
+		for _, e := range good {
+			n += len(e.searchJSON) + 1 // element and ',' or ']'
+		}
+	}
+	buf := make([]byte, 0, len(jsPrefix)+n+len(jsSuffix))
+	buf = append(buf, jsPrefix...)
+	if len(good) == 0 {
+		buf = append(buf, "null"...)
+	}
+	sep := byte('[')
+	for _, e := range good {
+		buf = append(buf, sep)
+		buf = append(buf, e.searchJSON...)
+		sep = ','
+	}
+	if len(good) > 0 {
+		buf = append(buf, ']')
+	}
+	js := buf[len(jsPrefix):len(buf):len(buf)]
+	buf = append(buf, jsSuffix...)
 	res.Files["search.json"] = js
-	res.Files["search.js"] = append(append([]byte("window.CAIRN_SEARCH="), js...), ";\n"...)
+	res.Files["search.js"] = buf
 	res.Files["sitemap.xml"] = sitemap(b.opts.BaseURL, good)
 	for name, data := range th.assets {
 		res.Files[path.Join("assets", name)] = data
@@ -550,6 +575,51 @@ func loadTheme(fsys fs.FS) (*theme, error) {
 		return nil, err
 	}
 	return th, nil
+}
+
+// pageJob is one page for executeAll: its input and its output.
+type pageJob struct {
+	name, kind string
+	page       *Page
+	errPrefix  string
+	out        []byte
+}
+
+// executeAll runs the templates of jobs on GOMAXPROCS goroutines (the
+// templates and page data are only read) and returns the first error in job
+// order.
+func (th *theme) executeAll(ctx context.Context, jobs []pageJob) error {
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				jobs[i].out, errs[i] = th.execute(jobs[i].kind, jobs[i].page)
+			}
+		}()
+	}
+feed:
+	for i := range jobs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("%s: %w", jobs[i].errPrefix, err)
+		}
+	}
+	return nil
 }
 
 func (th *theme) execute(kind string, page *Page) ([]byte, error) {
