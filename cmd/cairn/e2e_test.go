@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"context"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(testrig.Main(m)) }
+
+var screenshots = flag.Bool("screenshots", false, "write docs/screenshot-executor.png from the end-to-end test")
 
 // syncBuffer is a Stderr the test can read while the command writes.
 type syncBuffer struct {
@@ -176,6 +179,19 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	waitJS(`document.querySelector("#cairn-exec-status.exec-on")`, 15*time.Second)
 	verified("make-stamp")
 	verified("ssh-hostname")
+	if *screenshots {
+		var png []byte
+		run(chromedp.EmulateViewport(1280, 900),
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("block-ssh-hostname").scrollIntoView({block: "start"}); window.scrollBy(0, -120)`),
+			chromedp.Sleep(300*time.Millisecond))
+		png, err = chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("../../docs/screenshot-executor.png", png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// And they are baked into the served HTML for readers without the executor.
 	resp, err := http.Get(base + "practice/")
 	if err != nil {

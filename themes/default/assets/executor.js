@@ -78,7 +78,7 @@
   // ---------- results ----------
   function provenance(rec) {
     var parts = [];
-    if (rec.start) parts.push(new Date(rec.start).toLocaleString());
+    if (rec.start) parts.push(new Date(rec.start).toLocaleString(html.lang || undefined));
     var hosts = (rec.hosts || []).map(function (h) { return h.host; }).filter(Boolean);
     if (rec.target === "kube" && rec.where) parts.push(rec.where.replace(/ \(.*$/, ""));
     else if (hosts.length) parts.push(hosts.join(" "));

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const runMD = `---
+title: run test
+slug: runtest
+params:
+  - name: WHO
+    default: world
+  - name: MODE
+    type: enum
+    values: [a, b]
+    default: a
+---
+## one {#one}
+
+` + "```bash {#hello target=local expect.contains=\"hello world\" capture.GREETING='(hello \\S+)'}\necho \"hello $WHO\"\n```" + `
+
+## two {#two}
+
+` + "```bash {#only-b target=local when='MODE == \"b\"'}\necho b\n```\n\n```bash {#use target=local expect.contains=\"got hello\"}\necho \"got $GREETING\"\n```" + `
+
+## three {#three}
+
+` + "```bash {#danger target=local confirm=true}\necho boom\n```\n\n```bash {#fails target=local expect.contains=never}\necho nope\n```" + `
+`
+
+func TestRunCommand(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "runtest.md")
+	if err := os.WriteFile(path, []byte(runMD), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", path, "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none"), "--journal", filepath.Join(dir, "j.jsonl")}
+	args := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
+
+	code, out, errOut := run(t, args("--yes")...)
+	if code != exitFailure || !strings.Contains(out, "✓ verified") || !strings.Contains(out, "skipped: MODE == \"b\" is false") ||
+		!strings.Contains(out, "boom") || !strings.Contains(out, `output does not contain "never"`) ||
+		!strings.Contains(errOut, "resume with: cairn run "+path+" --from three") {
+		t.Fatalf("full run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// --from resumes with the captured value taken from the journal.
+	code, out, errOut = run(t, args("--from", "two")...)
+	if code != exitFailure || !strings.Contains(out, "got hello world") || !strings.Contains(errOut, "needs confirmation") {
+		t.Fatalf("from two without --yes: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = run(t, args("--step", "one", "--param", "WHO=moon")...)
+	if code != exitFailure || !strings.Contains(out, `output does not contain "hello world"`) {
+		t.Fatalf("step one with WHO=moon: exit %d\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		extra []string
+		code  int
+		want  string
+	}{
+		{[]string{"--step", "nope"}, exitUsage, `no step "nope" (steps: one, two, three)`},
+		{[]string{"--param", "MODE=c"}, exitFailure, "parameter MODE: must be one of a, b"},
+		{[]string{"--param", "NOPE=1"}, exitFailure, "unknown parameter NOPE"},
+		{[]string{"--param", "WHO"}, exitUsage, "use NAME=VALUE"},
+		{[]string{"--step", "one", "--from", "two"}, exitUsage, "only one of"},
+		{[]string{"--block", "use"}, exitOK, "got hello world"},
+	} {
+		code, out, errOut := run(t, args(tc.extra...)...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("%v: exit %d (want %d)\n%s%s", tc.extra, code, tc.code, out, errOut)
+		}
+	}
+}
+
+func TestDaemonFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"daemon", "--listen", "0.0.0.0:7788"}, "not a loopback address"},
+		{[]string{"daemon", "--allow-origin", "evil"}, "give scheme://host[:port]"},
+		{[]string{"daemon", "--listen", "nonsense"}, "--listen"},
+	} {
+		code, _, errOut := run(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d\n%s", tc.args, code, errOut)
+		}
+	}
+}
