@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
