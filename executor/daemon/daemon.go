@@ -32,8 +32,8 @@ const MaxBody = 64 << 10
 // replayBytes is how much output a late subscriber is sent first.
 const replayBytes = 256 << 10
 
-// subscriberBuffer is how many chunks a slow subscriber may lag behind
-// before it is cut off (it can reconnect and gets the replay).
+// subscriberBuffer is how many events a slow subscriber may lag behind
+// before output it has no room for is skipped (and counted).
 const subscriberBuffer = 512
 
 // keepRuns bounds the finished runs kept in memory.
@@ -377,7 +377,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 func (s *Server) launch(rb *runbook.Runbook, run *executor.Run) *liveRun {
 	ctx, cancel := context.WithCancel(s.base)
 	lr := &liveRun{id: run.ID, runbook: rb.Slug, block: run.Job.Block.ID, cancel: cancel, done: make(chan struct{}),
-		subs: map[chan event]struct{}{}, started: time.Now().UTC()}
+		subs: map[*subscriber]struct{}{}, started: time.Now().UTC()}
 	s.mu.Lock()
 	s.runs[lr.id] = lr
 	s.order = append(s.order, lr.id)
@@ -465,8 +465,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	replay, ch, rec := lr.subscribe()
-	defer lr.unsubscribe(ch)
+	replay, sub, rec := lr.subscribe()
+	defer lr.unsubscribe(sub)
 	for _, ev := range replay {
 		writeEvent(w, ev)
 	}
@@ -485,21 +485,26 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-keepalive.C:
 			io.WriteString(w, ": keepalive\n\n")
 			fl.Flush()
-		case ev, ok := <-ch:
-			if !ok {
-				writeEvent(w, event{name: "lagged", data: map[string]string{"error": "the page fell behind; reconnect to resume"}})
-				fl.Flush()
-				return
-			}
+		case ev := <-sub.ch:
 			writeEvent(w, ev)
 			// Flush when nothing else is queued, so bursts go out together.
-			if len(ch) == 0 {
+			if len(sub.ch) == 0 {
 				fl.Flush()
 			}
-			if ev.name == "done" {
-				fl.Flush()
-				return
+		case <-lr.done:
+			rest, skipped := lr.drain(sub)
+			for _, ev := range rest {
+				writeEvent(w, ev)
 			}
+			if skipped > 0 {
+				writeEvent(w, event{name: "skipped", data: map[string]int{"bytes": skipped}})
+			}
+			lr.mu.Lock()
+			rec := lr.record
+			lr.mu.Unlock()
+			writeEvent(w, event{name: "done", data: rec})
+			fl.Flush()
+			return
 		}
 	}
 }
@@ -526,8 +531,17 @@ type liveRun struct {
 	mu      sync.Mutex
 	replay  []event
 	replayN int
-	subs    map[chan event]struct{}
+	subs    map[*subscriber]struct{}
 	record  *executor.Record
+}
+
+// subscriber is one stream. A subscriber that cannot keep up is not cut off
+// and not buffered without bound: output it has no room for is counted and
+// reported as a "skipped" event, and the run's full (tail of) output is in
+// the final record.
+type subscriber struct {
+	ch      chan event
+	skipped int
 }
 
 func (lr *liveRun) Output(host string, p []byte) {
@@ -547,52 +561,63 @@ func (lr *liveRun) publish(ev event) {
 		lr.replayN -= lr.replay[0].size
 		lr.replay = lr.replay[1:]
 	}
-	for ch := range lr.subs {
+	for s := range lr.subs {
+		if s.skipped > 0 {
+			select {
+			case s.ch <- event{name: "skipped", data: map[string]int{"bytes": s.skipped}}:
+				s.skipped = 0
+			default:
+				s.skipped += ev.size
+				continue
+			}
+		}
 		select {
-		case ch <- ev:
+		case s.ch <- ev:
 		default:
-			// Too slow: cut it off rather than buffer without bound.
-			close(ch)
-			delete(lr.subs, ch)
+			s.skipped += ev.size
 		}
 	}
 }
 
-func (lr *liveRun) subscribe() ([]event, chan event, *executor.Record) {
+func (lr *liveRun) subscribe() ([]event, *subscriber, *executor.Record) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	replay := append([]event(nil), lr.replay...)
 	if lr.record != nil {
 		return replay, nil, lr.record
 	}
-	ch := make(chan event, subscriberBuffer)
-	lr.subs[ch] = struct{}{}
-	return replay, ch, nil
+	s := &subscriber{ch: make(chan event, subscriberBuffer)}
+	lr.subs[s] = struct{}{}
+	return replay, s, nil
 }
 
-func (lr *liveRun) unsubscribe(ch chan event) {
-	if ch == nil {
+func (lr *liveRun) unsubscribe(s *subscriber) {
+	if s == nil {
 		return
 	}
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
-	if _, ok := lr.subs[ch]; ok {
-		delete(lr.subs, ch)
+	delete(lr.subs, s)
+}
+
+// drain returns what a subscriber still has queued, and what it missed.
+func (lr *liveRun) drain(s *subscriber) ([]event, int) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	var out []event
+	for {
+		select {
+		case ev := <-s.ch:
+			out = append(out, ev)
+		default:
+			return out, s.skipped
+		}
 	}
 }
 
 func (lr *liveRun) finish(rec *executor.Record) {
 	lr.mu.Lock()
 	lr.record = rec
-	ev := event{name: "done", data: rec}
-	for ch := range lr.subs {
-		select {
-		case ch <- ev:
-		default:
-			close(ch)
-			delete(lr.subs, ch)
-		}
-	}
 	lr.mu.Unlock()
 	close(lr.done)
 }

@@ -218,6 +218,8 @@
           code.appendChild(doc.createTextNode(d.data));
           var pre = code.parentNode;
           if (pre.scrollHeight - pre.scrollTop - pre.clientHeight < 80) pre.scrollTop = pre.scrollHeight;
+        } else if (name === "skipped") {
+          code.appendChild(el("span", "retry", "… " + d.bytes + " bytes not shown live (the page fell behind); the full result follows\n"));
         } else if (name === "progress" && d.Kind === "retry") {
           code.appendChild(el("span", "retry", "… " + d.Message + "\n"));
         } else if (name === "done") {

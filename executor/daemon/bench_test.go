@@ -1,0 +1,156 @@
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/daemon"
+	"github.com/cairn-dev/cairn/executor/local"
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+const benchMD = "---\ntitle: bench\nslug: bench\n---\n## s {#s}\n\n" +
+	"```bash {#start target=local concurrent=true}\necho started\n```\n\n" +
+	"```bash {#flood target=local timeout=10m}\nyes 'cairn streams output to the page, line after line.' | head -c 104857600\n```\n"
+
+func benchServer(b *testing.B) (*httptest.Server, *runbook.Runbook, func()) {
+	rb, err := runbook.Parse("bench.md", []byte(benchMD))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	j, err := executor.OpenJournal(filepath.Join(dir, "journal.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng := &executor.Engine{Runners: map[string]executor.Runner{executor.RunnerLocal: &local.Runner{}}, Journal: j}
+	d := &daemon.Server{Engine: eng, Content: content{rb}, Token: token}
+	srv := httptest.NewServer(d.Handler())
+	return srv, rb, func() { srv.Close(); d.Close(); j.Close() }
+}
+
+func startRun(b *testing.B, srv *httptest.Server, rb *runbook.Runbook, block string) string {
+	body := `{"runbook":"bench","block":"` + block + `","hash":"` + rb.BlockByID(block).Hash + `"}`
+	req, _ := http.NewRequest("POST", srv.URL+"/api/runs", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&r)
+	if resp.StatusCode != 202 {
+		b.Fatalf("start: %d", resp.StatusCode)
+	}
+	return r.ID
+}
+
+// readEvents reads a run's SSE stream until done, calling onOutput with
+// each output event's data length.
+func readEvents(b *testing.B, srv *httptest.Server, id string, onFirst func(), onOutput func(int)) (skipped int) {
+	req, _ := http.NewRequest("GET", srv.URL+"/api/runs/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	event := ""
+	first := true
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = line[7:]
+		case strings.HasPrefix(line, "data: ") && event == "output":
+			if first && onFirst != nil {
+				onFirst()
+				first = false
+			}
+			if onOutput != nil {
+				var d struct{ Data string }
+				json.Unmarshal([]byte(line[6:]), &d)
+				onOutput(len(d.Data))
+			}
+		case strings.HasPrefix(line, "data: ") && event == "skipped":
+			var d struct{ Bytes int }
+			json.Unmarshal([]byte(line[6:]), &d)
+			skipped += d.Bytes
+		case strings.HasPrefix(line, "data: ") && event == "done":
+			return skipped
+		}
+	}
+	return skipped
+}
+
+// BenchmarkRequestToFirstOutput: from POST /api/runs to the first output
+// byte of the started process reaching an SSE client (bash start included).
+func BenchmarkRequestToFirstOutput(b *testing.B) {
+	srv, rb, stop := benchServer(b)
+	defer stop()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := startRun(b, srv, rb, "start")
+		readEvents(b, srv, id, nil, nil)
+	}
+}
+
+// BenchmarkStream100MB streams 100 MB of output through the engine, the
+// redactor and SSE to one client, and reports throughput and the daemon's
+// peak heap while it streams (it must stay bounded, not grow with output).
+func BenchmarkStream100MB(b *testing.B) {
+	srv, rb, stop := benchServer(b)
+	defer stop()
+	var peak atomic.Uint64
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ms runtime.MemStats
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peak.Load() {
+					peak.Store(ms.HeapInuse)
+				}
+			}
+		}
+	}()
+	b.SetBytes(100 << 20)
+	delivered := 0.0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := startRun(b, srv, rb, "flood")
+		var got int64
+		skipped := readEvents(b, srv, id, nil, func(n int) { got += int64(n) })
+		if got+int64(skipped) != 100<<20 {
+			b.Fatalf("received %d bytes and %d skipped, want 100 MiB in all", got, skipped)
+		}
+		delivered += float64(got) / float64(100<<20)
+	}
+	b.StopTimer()
+	close(done)
+	wg.Wait()
+	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+	b.ReportMetric(100*delivered/float64(b.N), "%delivered")
+}
