@@ -1,7 +1,8 @@
 // Package sandbox starts and stops Cairn's sandbox: a real Kubernetes control
 // plane (etcd, kube-apiserver and kube-controller-manager on 127.0.0.1) and
-// real SSH hosts (one Debian sshd per host, each in its own network namespace
-// on a private bridge, or on loopback ports where namespaces are not allowed).
+// real SSH hosts (one Debian sshd per host, each in its own network and mount
+// namespace on a private bridge, with its own /etc/kubernetes, or on loopback
+// ports sharing this machine's file system where namespaces are not allowed).
 //
 // The sandbox serves two users: a reader who runs `cairn sandbox up` to try the
 // bundled runbooks against real servers, and the test rig (package

@@ -42,9 +42,9 @@ func (n *netState) peerName(i int) string { return fmt.Sprintf("cairn%dp%d", n.S
 
 // prereqs are resolved tools and the chosen network mode.
 type prereqs struct {
-	kube                       kubeBins
-	sshd, ip, unshare, nsenter string
-	network                    Network
+	kube                              kubeBins
+	sshd, ip, unshare, nsenter, mount string
+	network                           Network
 }
 
 // checkPrereqs finds every binary Up needs and picks the network mode. A
@@ -107,8 +107,12 @@ func netnsUnavailable(ctx context.Context, p *prereqs) error {
 	if p.nsenter, err = lookTool("nsenter", "util-linux"); err != nil {
 		return err
 	}
-	if err := run(ctx, "", p.unshare, "--net", "--uts", "--", "true"); err != nil {
-		return fmt.Errorf("unshare --net --uts refused: %w", err)
+	if p.mount, err = lookTool("mount", "mount"); err != nil {
+		return err
+	}
+	// Each host also gets a private mount namespace (see hostDirs).
+	if err := run(ctx, "", p.unshare, "--net", "--uts", "--mount", "--propagation", "private", "--", "true"); err != nil {
+		return fmt.Errorf("unshare --net --uts --mount refused: %w", err)
 	}
 	return nil
 }

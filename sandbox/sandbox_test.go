@@ -168,6 +168,13 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	for _, l := range cairnLinks(t) {
 		others[l] = true
 	}
+	// What this machine's mountpoints of the hosts' private directories hold
+	// before: the sandbox must leave them as they were (or, where it created
+	// them, empty).
+	before := map[string][]string{}
+	for _, d := range sandbox.PrivateDirs() {
+		before[d] = listDir(t, d)
+	}
 	sb, err := sandbox.Up(ctxT(t, 3*time.Minute), sandbox.Options{StateDir: dir, DieWithParent: true, Progress: func(m string) { t.Log(m) }})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrMissing) && os.Getenv("CI") != "true" {
@@ -202,6 +209,22 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	}
 	if err := s.Start("sleep 600"); err != nil {
 		t.Fatal(err)
+	}
+	// Each host's private directories are bind mounts of the state dir,
+	// visible in its sshd's mount table and in no process of this machine's
+	// mount namespace; a file written there stays in the state dir.
+	mntNS := map[string]bool{}
+	if inv.Mode == sandbox.NetworkNamespaces {
+		self, _ := os.Readlink("/proc/self/ns/mnt")
+		for _, p := range procs[3:] { // after etcd, apiserver, controller manager
+			l, _ := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/mnt")
+			mi, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/mountinfo")
+			if l == "" || l == self || !strings.Contains(string(mi), dir+"/hosts/") {
+				t.Errorf("sshd (pid %d) has no private mount namespace with mounts of %s (ns %q)", p, dir, l)
+			}
+			mntNS[l] = true
+		}
+		sshOutput(t, inv, inv.Hosts[0].Name, "echo left > /etc/kubernetes/cairn-teardown-probe")
 	}
 	var links []string
 	for _, l := range cairnLinks(t) {
@@ -250,6 +273,25 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	if m, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(m), dir) {
 		t.Errorf("mount under %s left behind", dir)
 	}
+	// No process anywhere (in any mount namespace) still sees a mount of the
+	// state dir, and the hosts' mount namespaces are gone.
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if mi, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo"); err == nil && strings.Contains(string(mi), dir) {
+			t.Errorf("process %s still has a mount of %s", e.Name(), dir)
+		}
+		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/mnt"); err == nil && mntNS[l] {
+			t.Errorf("process %s is still in a host's mount namespace %s", e.Name(), l)
+		}
+	}
+	for _, d := range sandbox.PrivateDirs() {
+		if got := listDir(t, d); strings.Join(got, " ") != strings.Join(before[d], " ") {
+			t.Errorf("this machine's %s holds %q after Down, %q before", d, got, before[d])
+		}
+	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("state dir %s left behind (%v)", dir, err)
 	}
@@ -260,6 +302,94 @@ func TestTeardownLeavesNothing(t *testing.T) {
 			t.Errorf("apiserver %s still accepts connections", k.Server)
 		}
 	}
+}
+
+// TestHostsHavePrivateDirs writes a file over SSH into cp0's /etc/kubernetes
+// and checks that neither cp1 nor this machine sees it: each host has its
+// own copy of sandbox.PrivateDirs, kept in the state dir.
+func TestHostsHavePrivateDirs(t *testing.T) {
+	sb := up(t, sandbox.Options{NoKube: true, Hosts: []sandbox.HostSpec{{Name: "cp0"}, {Name: "cp1"}}})
+	inv := sb.Inventory()
+	if inv.Mode != sandbox.NetworkNamespaces {
+		if len(inv.PrivateDirs) != 0 || inv.Hosts[0].Root != "" {
+			t.Errorf("loopback mode claims private directories: %v, root %q", inv.PrivateDirs, inv.Hosts[0].Root)
+		}
+		t.Skip("loopback mode: the hosts share this machine's file system")
+	}
+	if strings.Join(inv.PrivateDirs, " ") != strings.Join(sandbox.PrivateDirs(), " ") {
+		t.Errorf("inventory lists private dirs %v, want %v", inv.PrivateDirs, sandbox.PrivateDirs())
+	}
+	cp0, _ := inv.Host("cp0")
+	for _, d := range inv.PrivateDirs {
+		hostBefore := listDir(t, d)
+		x := d + "/x-" + strconv.Itoa(os.Getpid())
+		if got := sshOutput(t, inv, "cp0", "printf 'from cp0' > "+x+" && chmod 0600 "+x+" && cat "+x); got != "from cp0" {
+			t.Fatalf("cp0: cat %s: %q", x, got)
+		}
+		if got := sshOutput(t, inv, "cp1", "test -e "+x+" && echo visible || echo absent"); got != "absent\n" {
+			t.Errorf("cp1 sees cp0's %s: %q", x, got)
+		}
+		if _, err := os.Stat(x); !os.IsNotExist(err) {
+			t.Errorf("this machine sees cp0's %s (%v)", x, err)
+		}
+		// cp1 writes its own file under the same name; cp0's is unchanged.
+		sshOutput(t, inv, "cp1", "printf 'from cp1' > "+x)
+		if got := sshOutput(t, inv, "cp0", "cat "+x); got != "from cp0" {
+			t.Errorf("cp0's %s after cp1 wrote its own: %q", x, got)
+		}
+		// The file lives in the state dir, where Down removes it.
+		b, err := os.ReadFile(cp0.Root + x)
+		if err != nil || string(b) != "from cp0" {
+			t.Errorf("cp0's %s is not in its root %s: %q, %v", x, cp0.Root, b, err)
+		}
+		if got := listDir(t, d); strings.Join(got, " ") != strings.Join(hostBefore, " ") {
+			t.Errorf("this machine's %s changed: %q, was %q", d, got, hostBefore)
+		}
+	}
+	// The rest of the file system is shared: /tmp, for one.
+	tmp := t.TempDir() + "/shared"
+	sshOutput(t, inv, "cp0", "echo shared > "+tmp)
+	if got := sshOutput(t, inv, "cp1", "cat "+tmp); got != "shared\n" {
+		t.Errorf("cp1 does not see cp0's %s: %q", tmp, got)
+	}
+}
+
+// sshOutput runs cmd on host and returns its standard output; it fails t if
+// the command fails.
+func sshOutput(t *testing.T, inv *sandbox.Inventory, host, cmd string) string {
+	t.Helper()
+	c, err := inv.Dial(ctxT(t, 10*time.Second), host, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Output(cmd)
+	if err != nil {
+		t.Fatalf("%s: %q: %v", host, cmd, err)
+	}
+	return string(out)
+}
+
+// listDir returns the names in dir, nil if it does not exist.
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 func skipShort(t *testing.T) {

@@ -32,6 +32,11 @@ type Inventory struct {
 	KubeContext  string              `json:"kubeContext,omitempty"`
 	Hosts        []Host              `json:"hosts"`
 	Groups       map[string][]string `json:"groups"` // group name -> host names
+
+	// PrivateDirs are the directories each host has its own copy of
+	// (netns mode; see PrivateDirs). Empty in loopback mode, where the
+	// hosts share this machine's whole file system.
+	PrivateDirs []string `json:"privateDirs,omitempty"`
 }
 
 // Host is one SSH host.
@@ -42,6 +47,11 @@ type Host struct {
 	Groups  []string `json:"groups"`  // e.g. control-plane
 	HostKey string   `json:"hostKey"` // authorized_keys form of its host key
 	KnownAs string   `json:"knownAs"` // its known_hosts pattern
+
+	// Root is where this machine keeps the host's private directories:
+	// the host's /etc/kubernetes is Root+"/etc/kubernetes" here. Empty
+	// when the host shares this machine's file system.
+	Root    string `json:"root,omitempty"`
 	hostDir string
 	keyPath string
 }
@@ -116,6 +126,13 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		if ns, err = sb.upBridge(ctx, pre); err != nil {
 			return fmt.Errorf("ssh: %w", err)
 		}
+		if err := makeMountpoints(); err != nil {
+			return fmt.Errorf("ssh: %w", err)
+		}
+		inv.PrivateDirs = PrivateDirs()
+		sb.progress("ssh: each host gets its own %s", strings.Join(inv.PrivateDirs, ", "))
+	} else {
+		sb.progress("ssh: loopback mode: the hosts share this machine's file system (no private %s)", strings.Join(PrivateDirs(), ", "))
 	}
 
 	for i, spec := range sb.opts.Hosts {
@@ -135,6 +152,12 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		if ns != nil {
 			h.Address, h.Port = ns.hostIP(i), 22
 			h.KnownAs = h.Name + "," + h.Address
+			h.Root = filepath.Join(h.hostDir, "root")
+			for _, d := range inv.PrivateDirs {
+				if err := os.MkdirAll(filepath.Join(h.Root, d), 0o755); err != nil {
+					return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
+				}
+			}
 		} else {
 			h.Address, h.Port = "127.0.0.1", ports[i]
 			h.KnownAs = fmt.Sprintf("[%s]:%d", h.Address, h.Port)
@@ -196,10 +219,41 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 	return nil
 }
 
-// startHost starts sshd for h: in netns mode inside a fresh network and UTS
-// namespace (made by unshare, so it vanishes with the process and leaves no
-// mount behind) wired to the bridge by a veth pair; in loopback mode on
-// 127.0.0.1:port, in its own UTS namespace when root.
+// PrivateDirs are the directories each SSH host has its own copy of in
+// netns mode: what the bundled runbooks' ssh steps write to
+// (/etc/kubernetes, for the kubeadm certificate copy between hosts) and a
+// scratch directory for runbook authors and tests. Everything else, /tmp
+// included, is this machine's, shared by every host.
+func PrivateDirs() []string { return []string{"/etc/kubernetes", "/var/lib/cairn-host"} }
+
+// makeMountpoints creates each of PrivateDirs on this machine if it is
+// missing (an empty directory, left in place: another sandbox may be using
+// it as a mountpoint). Existing directories are not touched.
+func makeMountpoints() error {
+	for _, d := range PrivateDirs() {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create mountpoint %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// hostInit is the first process in a host's namespaces: it sets the
+// hostname ($0), bind-mounts each SRC over DST with the mount program $1
+// (pairs up to "--"), then becomes sshd (the rest). unshare made the mount
+// namespace private, so no mount propagates to this machine, and the mounts
+// vanish with the namespace when its last process exits.
+const hostInit = `echo "$0" > /proc/sys/kernel/hostname || exit 1
+m=$1; shift
+while [ "$1" != -- ]; do "$m" --bind "$1" "$2" || exit 1; shift 2; done
+shift
+exec "$@"`
+
+// startHost starts sshd for h: in netns mode inside a fresh network, UTS and
+// mount namespace (made by unshare, so they vanish with the process and
+// leave no mount behind) wired to the bridge by a veth pair, with its own
+// PrivateDirs; in loopback mode on 127.0.0.1:port, in its own UTS namespace
+// when root.
 func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i int, h Host, cfgPath string) error {
 	sshd := []string{pre.sshd, "-D", "-e", "-f", cfgPath}
 	// Set the hostname inside the new UTS namespace, then become sshd.
@@ -207,7 +261,11 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 	var argv []string
 	switch {
 	case ns != nil:
-		argv = append(append([]string{pre.unshare, "--net", "--uts", "--"}, setHost...), sshd...)
+		argv = []string{pre.unshare, "--net", "--uts", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", hostInit, h.Name, pre.mount}
+		for _, d := range PrivateDirs() {
+			argv = append(argv, filepath.Join(h.Root, d), d)
+		}
+		argv = append(append(argv, "--"), sshd...)
 	case pre.unshare != "" && os.Geteuid() == 0:
 		argv = append(append([]string{pre.unshare, "--uts", "--"}, setHost...), sshd...)
 	default:

@@ -21,9 +21,12 @@
 // The server binaries are looked for in sandbox.BinDir() (override with
 // CAIRN_SANDBOX_BIN); scripts/sandbox-bins.sh builds them.
 //
-// The SSH hosts have their own network namespace and hostname but share this
-// machine's file system: a test that writes files on a host writes under its
-// own t.TempDir().
+// The SSH hosts have their own network namespace and hostname. In netns mode
+// each also has its own copy of sandbox.PrivateDirs (/etc/kubernetes,
+// /var/lib/cairn-host), shared by every test of the binary: a test that
+// writes there cleans up after itself. The rest of the file system is this
+// machine's: a test that writes other files on a host writes under its own
+// t.TempDir().
 package testrig
 
 import (
