@@ -346,6 +346,18 @@ func TestHostsHavePrivateDirs(t *testing.T) {
 			t.Errorf("this machine's %s changed: %q, was %q", d, got, hostBefore)
 		}
 	}
+	// Each host has its own /etc/hosts naming every host; this machine's is
+	// untouched.
+	cp1, _ := inv.Host("cp1")
+	if got := sshOutput(t, inv, "cp0", "getent hosts cp1"); !strings.HasPrefix(got, cp1.Address+" ") {
+		t.Errorf("cp0: getent hosts cp1: %q, want %s", got, cp1.Address)
+	}
+	if got := sshOutput(t, inv, "cp1", "sudo -n true 2>&1; hostname"); got != "cp1\n" {
+		t.Errorf("cp1: sudo says %q", got)
+	}
+	if b, _ := os.ReadFile("/etc/hosts"); strings.Contains(string(b), cp1.Address) {
+		t.Errorf("this machine's /etc/hosts names cp1:\n%s", b)
+	}
 	// The rest of the file system is shared: /tmp, for one.
 	tmp := t.TempDir() + "/shared"
 	sshOutput(t, inv, "cp0", "echo shared > "+tmp)

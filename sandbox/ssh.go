@@ -158,6 +158,9 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 					return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 				}
 			}
+			if err := os.WriteFile(filepath.Join(h.hostDir, "etc-hosts"), []byte(etcHosts(ns, sb.opts.Hosts)), 0o644); err != nil {
+				return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
+			}
 		} else {
 			h.Address, h.Port = "127.0.0.1", ports[i]
 			h.KnownAs = fmt.Sprintf("[%s]:%d", h.Address, h.Port)
@@ -238,6 +241,18 @@ func makeMountpoints() error {
 	return nil
 }
 
+// etcHosts is the /etc/hosts of every host in netns mode: localhost and each
+// host's name, so that hosts reach each other by name and sudo finds its own
+// hostname (it warns "unable to resolve host" otherwise).
+func etcHosts(ns *netState, hosts []HostSpec) string {
+	var b strings.Builder
+	b.WriteString("# Written by cairn sandbox.\n127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+	for i, h := range hosts {
+		fmt.Fprintf(&b, "%s %s\n", ns.hostIP(i), h.Name)
+	}
+	return b.String()
+}
+
 // hostInit is the first process in a host's namespaces: it sets the
 // hostname ($0), bind-mounts each SRC over DST with the mount program $1
 // (pairs up to "--"), then becomes sshd (the rest). unshare made the mount
@@ -252,7 +267,7 @@ exec "$@"`
 // startHost starts sshd for h: in netns mode inside a fresh network, UTS and
 // mount namespace (made by unshare, so they vanish with the process and
 // leave no mount behind) wired to the bridge by a veth pair, with its own
-// PrivateDirs; in loopback mode on 127.0.0.1:port, in its own UTS namespace
+// PrivateDirs and /etc/hosts; in loopback mode on 127.0.0.1:port, in its own UTS namespace
 // when root.
 func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i int, h Host, cfgPath string) error {
 	sshd := []string{pre.sshd, "-D", "-e", "-f", cfgPath}
@@ -265,6 +280,7 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 		for _, d := range PrivateDirs() {
 			argv = append(argv, filepath.Join(h.Root, d), d)
 		}
+		argv = append(argv, filepath.Join(h.hostDir, "etc-hosts"), "/etc/hosts")
 		argv = append(append(argv, "--"), sshd...)
 	case pre.unshare != "" && os.Geteuid() == 0:
 		argv = append(append([]string{pre.unshare, "--uts", "--"}, setHost...), sshd...)
