@@ -1,0 +1,1177 @@
+# ---------------------------------------------------------------------------
+# Runtime: the same in every script Cairn exports. The runbook's own part
+# (parameters, blocks, steps) follows it.
+#
+# Needs bash >= 4.3, coreutils (timeout, base64, mktemp, date), GNU grep with
+# -P (PCRE: expectations and captures are RE2 regular expressions, and PCRE
+# reads the RE2 syntax runbooks use), sed, awk, and the clients the runbook
+# calls: kubectl, ssh, scp.
+# ---------------------------------------------------------------------------
+
+cairn_mask_text='••••'
+cairn_dry=0
+cairn_yes=0
+cairn_list=0
+cairn_only_step=''
+cairn_from_step=''
+cairn_log=''
+cairn_context=''
+cairn_ssh_config="${CAIRN_SSH_CONFIG:-}"
+cairn_kubeconfig="${CAIRN_KUBECONFIG:-}"
+cairn_kube_ready=0
+cairn_kube_ctx=''
+cairn_kube_pinned=''
+cairn_tmp=''
+cairn_verified=0
+cairn_skipped=0
+cairn_total=0
+cairn_n=0
+declare -A cairn_given=()
+declare -A cairn_val=()
+declare -A cairn_cap=()
+declare -a cairn_masks=()
+declare -a cairn_args=()
+declare -a cairn_hosts=()
+declare -a cairn_exit=()
+declare -a cairn_err=()
+declare -a cairn_reasons=()
+declare -a cairn_split=()
+declare -a cairn_argv=()
+declare -a cairn_sel=()
+cairn_sel_in=''
+# shellcheck disable=SC2034 # read by the functions of kube actions, when there are any
+cairn_disp=''
+cairn_from=''
+cairn_timeout_kills=0
+cairn_id=''
+cairn_target=''
+cairn_step=''
+cairn_line=0
+cairn_refs=''
+cairn_expects=''
+cairn_timeout=''
+cairn_interval=''
+cairn_live=1
+cairn_body=''
+cairn_remote=''
+cairn_sh=''
+cairn_sp=''
+cairn_su=''
+
+cairn_say() { printf '%s\n' "$*"; }
+cairn_warn() { printf '%s: %s\n' "$cairn_prog" "$*" >&2; }
+cairn_die() {
+	cairn_warn "$*"
+	exit 1
+}
+cairn_usage_error() {
+	printf '%s: %s\nTry: %s --help\n' "$cairn_prog" "$*" "$cairn_prog" >&2
+	exit 2
+}
+
+cairn_cleanup() {
+	if [[ -n $cairn_tmp && -d $cairn_tmp ]]; then
+		rm -rf -- "$cairn_tmp"
+	fi
+}
+
+# cairn_oneline TEXT: TEXT with control characters (newlines included) as
+# spaces, for messages and the log.
+cairn_oneline() {
+	local s=$1
+	s=${s//[$'\001'-$'\037'$'\177']/ }
+	printf '%s' "$s"
+}
+
+# --- masking ---------------------------------------------------------------
+
+cairn_add_mask() {
+	local v=$1 line
+	[[ -n $v ]] || return 0
+	while IFS= read -r line; do
+		[[ -n $line ]] && cairn_masks+=("$line")
+	done <<<"$v"
+}
+
+# The awk programs read their data from the environment (ENVIRON does not
+# interpret backslashes, unlike -v), never from the program text.
+cairn_awk_mask='
+BEGIN { n = split(ENVIRON["CAIRN_MASK_VALUES"], v, "\n"); m = ENVIRON["CAIRN_MASK_TEXT"]; p = ENVIRON["CAIRN_MASK_PREFIX"] }
+{
+	line = $0
+	for (i = 1; i <= n; i++) {
+		if (v[i] == "") continue
+		out = ""
+		while ((j = index(line, v[i])) > 0) {
+			out = out substr(line, 1, j - 1) m
+			line = substr(line, j + length(v[i]))
+		}
+		line = out line
+	}
+	print p line
+	fflush()
+}'
+
+# cairn_mask [PREFIX]: copies standard input to standard output with every
+# secret value replaced by ••••, each line prefixed.
+cairn_mask() {
+	local IFS=$'\n'
+	CAIRN_MASK_VALUES="${cairn_masks[*]}" CAIRN_MASK_TEXT="$cairn_mask_text" CAIRN_MASK_PREFIX="${1:-}" LC_ALL=C awk "$cairn_awk_mask"
+}
+
+cairn_mask_str() { printf '%s\n' "$1" | cairn_mask; }
+
+# --- substitution of ${NAME} (and $NAME) in kube bodies and attributes -------
+
+cairn_awk_sub='
+BEGIN {
+	n = split(ENVIRON["CAIRN_SUB_NAMES"], names, " ")
+	for (i = 1; i <= n; i++) have[names[i]] = 1
+	braced = ENVIRON["CAIRN_SUB_BRACED"] == "1"
+	first = 1
+}
+{
+	s = $0; out = ""
+	while ((j = index(s, "$")) > 0) {
+		out = out substr(s, 1, j - 1)
+		rest = substr(s, j + 1)
+		b = substr(rest, 1, 1) == "{"
+		if (b) rest = substr(rest, 2)
+		if (!b && braced) { out = out "$"; s = substr(s, j + 1); continue }
+		if (match(rest, /^[A-Z][A-Z0-9_]*/)) {
+			name = substr(rest, 1, RLENGTH)
+			after = substr(rest, RLENGTH + 1)
+			if (b && substr(after, 1, 1) != "}") { out = out "$"; s = substr(s, j + 1); continue }
+			if (name in have) {
+				out = out ENVIRON["CAIRN_V_" name]
+				s = b ? substr(after, 2) : after
+				continue
+			}
+		}
+		out = out "$"; s = substr(s, j + 1)
+	}
+	printf "%s%s", (first ? "" : "\n"), out s
+	first = 0
+}'
+
+# cairn_sub BRACED NAMES TEXT [display]: TEXT with the references to NAMES
+# that have a value replaced by it; with display, secret values are masked
+# and unknown captures stay as written.
+cairn_sub() {
+	local braced=$1 names=$2 text=$3 display=${4:-} name have=() n
+	local -a kv=()
+	for name in $names; do
+		if [[ $name == CAIRN_HOST ]]; then
+			kv+=("CAIRN_V_$name=${CAIRN_HOST:-}")
+			have+=("$name")
+		elif [[ -v cairn_val[$name] ]]; then
+			if [[ -n $display && ${cairn_psecret[$name]:-0} == 1 ]]; then
+				kv+=("CAIRN_V_$name=$cairn_mask_text")
+			else
+				kv+=("CAIRN_V_$name=${cairn_val[$name]}")
+			fi
+			have+=("$name")
+		elif [[ -v cairn_cap[$name] ]]; then
+			kv+=("CAIRN_V_$name=${cairn_cap[$name]}")
+			have+=("$name")
+		fi
+	done
+	n="${have[*]}"
+	printf '%s' "$text" | env "${kv[@]}" CAIRN_SUB_NAMES="$n" CAIRN_SUB_BRACED="$braced" LC_ALL=C awk "$cairn_awk_sub"
+}
+
+# --- parameters ----------------------------------------------------------------
+
+cairn_is_ipv4() {
+	local IFS=. part
+	local -a parts
+	[[ $1 =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || return 1
+	read -ra parts <<<"$1"
+	for part in "${parts[@]}"; do
+		[[ $part == 0 || $part != 0* ]] || return 1
+		((10#$part <= 255)) || return 1
+	done
+}
+
+cairn_is_ipv6() {
+	local a=${1%%\%*}
+	[[ $a == *:* && $a =~ ^[0-9A-Fa-f:.]+$ && $a != *:::* ]] || return 1
+	local rest=${a#*::}
+	[[ $rest != *::* ]] || return 1
+}
+
+cairn_is_ip() { cairn_is_ipv4 "$1" || cairn_is_ipv6 "$1"; }
+
+cairn_valid_port() {
+	local p=${1#:}
+	if [[ $1 != :* || ! $p =~ ^[0-9]+$ ]] || ((10#$p < 1 || 10#$p > 65535)); then
+		printf 'bad port in "%s"' "$2"
+		return 1
+	fi
+}
+
+# cairn_valid_host VALUE: [user@]host[:port], host a DNS name or an IP.
+cairn_valid_host() {
+	local v=$1 h=$1 user addr rest
+	local re='^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?$'
+	local bad=$' \t:/@\'"$`;'
+	if [[ $h == *@* ]]; then
+		user=${h%@*}
+		h=${h##*@}
+		if [[ -z $user || $user == *["$bad"]* ]]; then
+			printf 'bad user name in "%s"' "$v"
+			return 1
+		fi
+	fi
+	if [[ $h == \[* ]]; then
+		if [[ $h != *\]* ]]; then
+			printf 'not a host: "%s"' "$v"
+			return 1
+		fi
+		addr=${h#\[}
+		addr=${addr%%\]*}
+		rest=${h#*\]}
+		if ! cairn_is_ip "$addr"; then
+			printf 'not a host: "%s"' "$v"
+			return 1
+		fi
+		[[ -z $rest ]] || cairn_valid_port "$rest" "$v"
+		return
+	fi
+	cairn_is_ip "$h" && return 0
+	if [[ $h == *:* ]]; then
+		cairn_valid_port ":${h##*:}" "$v" || return 1
+		h=${h%:*}
+	fi
+	cairn_is_ip "$h" && return 0
+	if [[ ! $h =~ $re ]]; then
+		printf 'not a host name or IP address: "%s"' "$v"
+		return 1
+	fi
+}
+
+cairn_split_hosts() {
+	local v=${1//,/ }
+	v=${v//$'\t'/ }
+	v=${v//$'\n'/ }
+	read -ra cairn_split <<<"$v"
+}
+
+cairn_pattern_ok() {
+	local pat=${cairn_ppattern[$1]:-}
+	[[ -z $pat ]] && return 0
+	printf '%s' "$2" | LC_ALL=C grep -aqzP -e "$pat"
+}
+
+# cairn_validate NAME VALUE: prints why VALUE is not valid for NAME.
+cairn_validate() {
+	local k=$1 v=$2 h why
+	case ${cairn_ptype[$k]} in
+	int)
+		if [[ ! $v =~ ^[+-]?[0-9]+$ ]]; then
+			printf 'not an integer'
+			return 1
+		fi
+		;;
+	bool)
+		if [[ $v != true && $v != false ]]; then
+			printf 'must be true or false'
+			return 1
+		fi
+		;;
+	enum)
+		local ok=0 x
+		while IFS= read -r x; do
+			[[ $x == "$v" ]] && ok=1
+		done <<<"${cairn_pvalues[$k]}"
+		if ((!ok)); then
+			printf 'must be one of %s' "${cairn_pvalues[$k]//$'\n'/, }"
+			return 1
+		fi
+		;;
+	host)
+		cairn_valid_host "$v" || return 1
+		;;
+	hosts)
+		cairn_split_hosts "$v"
+		if ((${#cairn_split[@]} == 0)); then
+			printf 'needs at least one host'
+			return 1
+		fi
+		for h in "${cairn_split[@]}"; do
+			if ! why=$(cairn_valid_host "$h"); then
+				printf '"%s": %s' "$h" "$why"
+				return 1
+			fi
+			if ! cairn_pattern_ok "$k" "$h"; then
+				printf '"%s": does not match pattern %s' "$h" "${cairn_ppattern[$k]}"
+				return 1
+			fi
+		done
+		return 0
+		;;
+	cidr)
+		local a=${v%/*} bits=${v##*/} max=32
+		cairn_is_ipv6 "$a" && max=128
+		if [[ $v != */* || $a == *%* || ! $bits =~ ^[0-9]{1,3}$ ]] || ! cairn_is_ip "$a" || ((10#$bits > max)); then
+			printf 'not a CIDR prefix such as 10.0.0.0/16'
+			return 1
+		fi
+		;;
+	duration)
+		local re='^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$'
+		if [[ ! $v =~ $re ]]; then
+			printf 'not a duration such as 90s or 5m'
+			return 1
+		fi
+		;;
+	esac
+	if ! cairn_pattern_ok "$k" "$v"; then
+		printf 'does not match pattern %s' "${cairn_ppattern[$k]}"
+		return 1
+	fi
+}
+
+# cairn_resolve_params: --param values, else the environment, else defaults;
+# every problem is reported at once, before anything runs.
+cairn_resolve_params() {
+	local k v have why
+	local -a problems=() missing=() names=()
+	mapfile -t names < <(printf '%s\n' "${!cairn_given[@]}" | LC_ALL=C sort)
+	for k in "${names[@]}"; do
+		[[ -n $k && ! -v cairn_ptype[$k] ]] && problems+=("unknown parameter $k")
+	done
+	for k in "${cairn_param_names[@]}"; do
+		have=0
+		v=''
+		if [[ -v cairn_given[$k] ]]; then
+			v=${cairn_given[$k]}
+			have=1
+		elif [[ -v $k ]]; then
+			v=${!k}
+			have=1
+		fi
+		if ((!have)) || [[ -z $v && ${cairn_ptype[$k]} != string ]]; then
+			if [[ -v cairn_pdefault[$k] ]]; then
+				v=${cairn_pdefault[$k]}
+				have=1
+			fi
+		fi
+		if ((!have)) && [[ ${cairn_psecret[$k]} == 1 && $cairn_dry == 0 && $cairn_list == 0 ]] && [[ -t 0 ]]; then
+			printf '%s (%s, secret): ' "$k" "$(cairn_oneline "${cairn_ptitle[$k]}")" >&2
+			if IFS= read -rs v; then
+				have=1
+			fi
+			printf '\n' >&2
+		fi
+		if ((!have)) || [[ -z $v && ${cairn_prequired[$k]} == 1 ]]; then
+			[[ ${cairn_prequired[$k]} == 1 ]] && missing+=("$k")
+			continue
+		fi
+		if [[ -z $v ]]; then
+			cairn_val[$k]=''
+			continue
+		fi
+		if ! why=$(cairn_validate "$k" "$v"); then
+			problems+=("parameter $k: $why")
+			continue
+		fi
+		cairn_val[$k]=$v
+	done
+	if ((${#missing[@]} > 0)); then
+		local m
+		m=$(printf '%s, ' "${missing[@]}")
+		problems+=("missing required parameters: ${m%, }")
+	fi
+	if ((${#problems[@]} > 0)); then
+		printf '%s: bad parameters:\n' "$cairn_prog" >&2
+		printf '  %s\n' "${problems[@]}" >&2
+		printf 'Set them with --param NAME=VALUE or as environment variables; see %s --help\n' "$cairn_prog" >&2
+		exit 2
+	fi
+	for k in "${cairn_param_names[@]}"; do
+		if [[ -v cairn_val[$k] ]]; then
+			printf -v "$k" '%s' "${cairn_val[$k]}"
+			export "${k?}"
+			[[ ${cairn_psecret[$k]} == 1 ]] && cairn_add_mask "${cairn_val[$k]}"
+		else
+			unset "$k"
+		fi
+	done
+}
+
+# --- captures, kept between runs so that --from can resume ---------------------
+
+cairn_state_file() { printf '%s.captures' "$cairn_log"; }
+
+cairn_load_captures() {
+	local f name enc
+	f=$(cairn_state_file)
+	[[ -f $f ]] || return 0
+	while read -r name enc; do
+		[[ -v cairn_csecret[$name] && ${cairn_csecret[$name]} == 0 && ! -v cairn_cap[$name] ]] || continue
+		cairn_cap[$name]=$(printf '%s' "$enc" | base64 -d 2>/dev/null) || unset 'cairn_cap[$name]'
+	done <"$f"
+}
+
+cairn_save_captures() {
+	local f name
+	f=$(cairn_state_file)
+	{
+		for name in "${cairn_capture_names[@]}"; do
+			[[ -v cairn_cap[$name] && ${cairn_csecret[$name]} == 0 ]] || continue
+			printf '%s %s\n' "$name" "$(printf '%s' "${cairn_cap[$name]}" | base64 -w0)"
+		done
+	} >"$f.tmp" && mv -f -- "$f.tmp" "$f"
+}
+
+# cairn_need BLOCK NAME:BY ...: every capture the block reads must be known.
+cairn_need() {
+	local id=$1 nb name by
+	local -a missing=()
+	shift
+	for nb in "$@"; do
+		name=${nb%%:*}
+		by=${nb#*:}
+		[[ -v cairn_cap[$name] ]] || missing+=("\$$name (captured by block \"$by\")")
+	done
+	if ((${#missing[@]} > 0)); then
+		if ((cairn_dry)); then
+			printf '  (needs %s from an earlier run)\n' "${missing[*]}"
+			return 0
+		fi
+		local IFS=,
+		cairn_fail_now "$id" "block \"$id\" needs ${missing[*]}: run that block first (or pass --capture NAME=VALUE)"
+	fi
+}
+
+# --- log ---------------------------------------------------------------------
+
+cairn_log_line() {
+	((cairn_dry || cairn_list)) && return 0
+	local when
+	when=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$when" "$1" "$2" "$3" "$4" "$(cairn_oneline "$(cairn_mask_str "${5:-}")")" >>"$cairn_log" ||
+		cairn_warn "cannot write the log $cairn_log"
+}
+
+# --- kube ----------------------------------------------------------------------
+
+cairn_kctl() {
+	local -a f=()
+	[[ -n $cairn_kubeconfig ]] && f+=(--kubeconfig "$cairn_kubeconfig")
+	[[ -n $cairn_kube_ctx ]] && f+=(--context "$cairn_kube_ctx")
+	kubectl "${f[@]}" "$@"
+}
+
+# cairn_kube_init: choose and check the kube context (the runbook's
+# kube.contexts, as globs) and pin it; kube shell blocks get a kubeconfig
+# that holds only that context.
+cairn_kube_init() {
+	((cairn_kube_ready)) && return 0
+	if ((cairn_dry)); then
+		cairn_kube_ctx=${cairn_context:-${CAIRN_KUBE_CONTEXT:-}}
+		return 0
+	fi
+	command -v kubectl >/dev/null || cairn_die "kube blocks need kubectl on PATH"
+	local ctx=${cairn_context:-${CAIRN_KUBE_CONTEXT:-}} p ok=0
+	if [[ -z $ctx ]]; then
+		ctx=$(cairn_kctl config current-context 2>/dev/null) || cairn_die "no kube context: pass --context NAME (or set CAIRN_KUBE_CONTEXT)"
+	fi
+	if ((${#cairn_kube_contexts[@]} == 0)); then
+		ok=1
+	fi
+	for p in "${cairn_kube_contexts[@]}"; do
+		# shellcheck disable=SC2053 # p is a glob, as in the runbook's kube.contexts
+		if [[ $ctx == "$p" || $ctx == $p ]]; then
+			ok=1
+		fi
+	done
+	if ((!ok)); then
+		cairn_die "kube context \"$ctx\" is not one of the runbook's kube.contexts [${cairn_kube_contexts[*]}]; pass --context NAME"
+	fi
+	cairn_kube_ctx=$ctx
+	cairn_kube_pinned="$cairn_tmp/kubeconfig"
+	(umask 077 && cairn_kctl config view --minify --flatten --context "$ctx" >"$cairn_kube_pinned") ||
+		cairn_die "cannot pin kube context \"$ctx\""
+	cairn_kube_ready=1
+}
+
+# cairn_kube_apply MANIFEST: server-side apply; a kind whose CRD the same
+# manifest defines is retried until it is served (up to 30s).
+cairn_kube_apply() {
+	local out rc n=0
+	while :; do
+		out=$(printf '%s\n' "$1" | cairn_kctl apply --server-side --field-manager=cairn --force-conflicts -f - 2>&1)
+		rc=$?
+		if ((rc != 0 && n < 30)) && [[ $out == *'ensure CRDs are installed first'* || $out == *'no matches for kind'* ]]; then
+			n=$((n + 1))
+			sleep 1
+			continue
+		fi
+		printf '%s\n' "$out"
+		return "$rc"
+	done
+}
+
+# cairn_kube_wait SECS ARGS...: kubectl wait ARGS until SECS pass, waiting
+# for objects that do not exist yet (kubectl wait alone fails at once).
+cairn_kube_wait() {
+	local secs=$1 out rc left deadline
+	shift
+	deadline=$((SECONDS + secs))
+	while :; do
+		left=$((deadline - SECONDS))
+		((left < 1)) && left=1
+		out=$(cairn_kctl wait "$@" --timeout="${left}s" 2>&1)
+		rc=$?
+		if ((rc != 0 && SECONDS < deadline)) && [[ $out == *NotFound* || $out == *'not found'* || $out == *'no matching resources'* ]]; then
+			sleep 1
+			continue
+		fi
+		printf '%s\n' "$out"
+		return "$rc"
+	done
+}
+
+# cairn_kube_values COLUMN: "NAME<TAB>VALUE" for every object of the block's
+# selection (cairn_sel, with cairn_sel_in on standard input), VALUE the
+# custom-columns expression COLUMN.
+cairn_kube_values() {
+	{
+		if [[ -n $cairn_sel_in ]]; then
+			printf '%s\n' "$cairn_sel_in" | cairn_kctl get "${cairn_sel[@]}" -o "custom-columns=O:.metadata.name,V:$1" --no-headers
+		else
+			cairn_kctl get "${cairn_sel[@]}" -o "custom-columns=O:.metadata.name,V:$1" --no-headers </dev/null
+		fi
+	} 2>/dev/null | awk '{ n = $1; $1 = ""; sub(/^ +/, ""); if ($0 == "<none>") $0 = ""; print n "\t" $0 }'
+}
+
+# --- ssh ------------------------------------------------------------------------
+
+# cairn_ssh_target SPEC: splits [user@]host[:port] into cairn_sh (host for
+# ssh), cairn_sp (port) and cairn_su (user@ or "").
+cairn_ssh_target() {
+	local spec=$1 h
+	cairn_su=''
+	cairn_sp=''
+	if [[ $spec == *@* ]]; then
+		cairn_su="${spec%@*}@"
+		h=${spec##*@}
+	else
+		h=$spec
+	fi
+	if [[ $h == \[*\]:* ]]; then
+		cairn_sp=${h##*:}
+		h=${h#\[}
+		h=${h%%\]*}
+	elif [[ $h == \[*\] ]]; then
+		h=${h#\[}
+		h=${h%\]}
+	elif [[ $h != *:*:* && $h == *:* ]]; then
+		cairn_sp=${h##*:}
+		h=${h%:*}
+	fi
+	cairn_sh=$h
+}
+
+# cairn_ssh_argv SPEC: cairn_argv=(ssh OPTIONS [user@]host). Host keys are
+# checked as ssh always does (known_hosts; StrictHostKeyChecking untouched).
+cairn_ssh_argv() {
+	cairn_ssh_target "$1"
+	cairn_argv=(ssh)
+	[[ -n $cairn_ssh_config ]] && cairn_argv+=(-F "$cairn_ssh_config")
+	cairn_argv+=(-o BatchMode=yes -o ConnectTimeout=10 -T)
+	[[ -n $cairn_sp ]] && cairn_argv+=(-p "$cairn_sp")
+	cairn_argv+=("$cairn_su$cairn_sh")
+}
+
+# cairn_scp_argv SPEC PATH: cairn_argv=(scp OPTIONS) and cairn_remote, the
+# [user@]host:path operand (IPv6 in brackets).
+cairn_scp_argv() {
+	cairn_ssh_target "$1"
+	cairn_argv=(scp -q -p)
+	[[ -n $cairn_ssh_config ]] && cairn_argv+=(-F "$cairn_ssh_config")
+	cairn_argv+=(-o BatchMode=yes -o ConnectTimeout=10)
+	[[ -n $cairn_sp ]] && cairn_argv+=(-P "$cairn_sp")
+	if [[ $cairn_sh == *:* ]]; then
+		cairn_remote="${cairn_su}[${cairn_sh}]:$2"
+	else
+		cairn_remote="$cairn_su$cairn_sh:$2"
+	fi
+}
+
+# cairn_remote_preamble CAPTURES...: exports for a remote bash, each value
+# quoted with printf %q (the remote shell is bash).
+cairn_remote_preamble() {
+	local k
+	for k in "${cairn_param_names[@]}"; do
+		[[ -v cairn_val[$k] ]] && printf 'export %s=%q\n' "$k" "${cairn_val[$k]}"
+	done
+	for k in "$@"; do
+		[[ -v cairn_cap[$k] ]] && printf 'export %s=%q\n' "$k" "${cairn_cap[$k]}"
+	done
+	return 0
+}
+
+# cairn_ssh_script HOST SUDO SECS CAPTURES...: the block body ($cairn_body)
+# on HOST with bash -euo pipefail, read from standard input after the
+# exports of the values it may use; parameter values never enter a command
+# line.
+cairn_ssh_script() {
+	local host=$1 sudo=$2 secs=$3 bash='bash --noprofile --norc -euo pipefail -s'
+	shift 3
+	[[ $sudo == 1 ]] && bash="sudo -n $bash"
+	cairn_ssh_argv "$host"
+	{
+		cairn_remote_preamble "$@"
+		printf 'export CAIRN_BLOCK=%q CAIRN_HOST=%q\n{\n%s\n}\n' "$cairn_id" "$host" "$cairn_body"
+	} | timeout -k 5 "$secs" "${cairn_argv[@]}" "exec $bash 2>&1"
+}
+
+# cairn_copy HOST SUDO SECS: every "SOURCE [DEST]" line of $cairn_body from
+# $cairn_from (a host, or this machine) to HOST: fetched to this machine
+# first, then sent (scp, or ssh with sudo -n for sudo blocks).
+cairn_copy() {
+	local host=$1 sudo=$2 secs=$3 line src dst stage n=0 mode qs qd
+	local -a parts
+	while IFS= read -r line; do
+		read -ra parts <<<"$line"
+		((${#parts[@]} > 0)) || continue
+		src=$(CAIRN_HOST=$host cairn_sub 0 "$cairn_refs CAIRN_HOST" "${parts[0]}")
+		dst=$(CAIRN_HOST=$host cairn_sub 0 "$cairn_refs CAIRN_HOST" "${parts[1]:-${parts[0]}}")
+		if [[ -n $cairn_from && $cairn_from == "$host" && $src == "$dst" ]]; then
+			printf 'skipped %s:%s: source and destination are the same file\n' "$cairn_from" "$src"
+			continue
+		fi
+		n=$((n + 1))
+		stage="$cairn_tmp/stage.$BASHPID.$n"
+		qs=$(printf '%q' "$src")
+		qd=$(printf '%q' "$dst")
+		if [[ -z $cairn_from ]]; then
+			cp -p -- "${src/#\~/$HOME}" "$stage" || return 1
+		elif [[ $sudo == 1 ]]; then
+			cairn_ssh_argv "$cairn_from"
+			mode=$(timeout -k 5 "$secs" "${cairn_argv[@]}" "sudo -n stat -c %a -- $qs" </dev/null) || return 1
+			timeout -k 5 "$secs" "${cairn_argv[@]}" "sudo -n cat -- $qs" </dev/null >"$stage" || return 1
+			chmod "$mode" "$stage" || return 1
+		else
+			cairn_scp_argv "$cairn_from" "$src"
+			timeout -k 5 "$secs" "${cairn_argv[@]}" "$cairn_remote" "$stage" </dev/null || return 1
+		fi
+		mode=$(stat -c %a -- "$stage")
+		cairn_ssh_argv "$host"
+		if [[ $sudo == 1 ]]; then
+			timeout -k 5 "$secs" "${cairn_argv[@]}" "sudo -n mkdir -p -- \"\$(dirname -- $qd)\" && sudo -n tee -- $qd >/dev/null && sudo -n chmod $mode -- $qd" <"$stage" || return 1
+		else
+			timeout -k 5 "$secs" "${cairn_argv[@]}" "mkdir -p -- \"\$(dirname -- $qd)\"" </dev/null || return 1
+			cairn_scp_argv "$host" "$dst"
+			timeout -k 5 "$secs" "${cairn_argv[@]}" "$stage" "$cairn_remote" </dev/null || return 1
+		fi
+		printf 'copied %s -> %s:%s (%d bytes, mode %04d)\n' "${cairn_from:+$cairn_from:}$src" "$host" "$dst" "$(stat -c %s -- "$stage")" "$mode"
+		rm -f -- "$stage"
+	done <<<"$cairn_body"
+}
+
+# cairn_group PARAM PARALLEL EXPECTED-EXIT FUNC ARGS...: FUNC HOST ARGS on
+# every host of PARAM, PARALLEL at a time; no host starts after one failed.
+cairn_group() {
+	local param=$1 par=$2 want=$3 fn=$4 i running=0 failed=0 rc
+	shift 4
+	cairn_split_hosts "${cairn_val[$param]:-}"
+	cairn_hosts=("${cairn_split[@]}")
+	if ((${#cairn_hosts[@]} == 0)); then
+		cairn_reasons+=("no hosts to run on (parameter $param is empty)")
+		return 0
+	fi
+	((par < 1)) && par=1
+	for i in "${!cairn_hosts[@]}"; do
+		rm -f -- "$cairn_tmp/exit.$i"
+		if ((failed)); then
+			cairn_exit[i]=-1
+			cairn_err[i]='skipped: an earlier host failed'
+			: >"$cairn_tmp/out.$i"
+			continue
+		fi
+		if ((par == 1)); then
+			((${#cairn_hosts[@]} > 1)) && printf '  ── %s ──\n' "${cairn_hosts[i]}"
+			"$fn" "${cairn_hosts[i]}" "$@" </dev/null 2>&1 | tee "$cairn_tmp/out.$i" | cairn_show
+			rc=${PIPESTATUS[0]}
+			cairn_exit[i]=$rc
+			cairn_host_failed "$i" "$want" && failed=1
+			continue
+		fi
+		(
+			"$fn" "${cairn_hosts[i]}" "$@" </dev/null >"$cairn_tmp/out.$i" 2>&1
+			echo $? >"$cairn_tmp/exit.$i"
+		) &
+		running=$((running + 1))
+		if ((running >= par)); then
+			wait -n
+			running=$((running - 1))
+			local j
+			for j in "${!cairn_hosts[@]}"; do
+				if [[ -f $cairn_tmp/exit.$j ]]; then
+					cairn_exit[j]=$(<"$cairn_tmp/exit.$j")
+					cairn_host_failed "$j" "$want" && failed=1
+				fi
+			done
+		fi
+	done
+	wait
+	if ((par > 1)); then
+		for i in "${!cairn_hosts[@]}"; do
+			[[ -f $cairn_tmp/exit.$i ]] && cairn_exit[i]=$(<"$cairn_tmp/exit.$i")
+			printf '  ── %s ──\n' "${cairn_hosts[i]}"
+			cairn_show <"$cairn_tmp/out.$i"
+		done
+	fi
+	for i in "${!cairn_hosts[@]}"; do
+		if [[ ${cairn_exit[i]} == 124 && -z ${cairn_err[i]:-} ]]; then
+			cairn_err[i]="timed out after $cairn_timeout"
+		fi
+	done
+	return 0
+}
+
+cairn_host_failed() { # INDEX EXPECTED
+	[[ ${cairn_exit[$1]} == 124 ]] && return 0
+	[[ $2 == any ]] && return 1
+	[[ ${cairn_exit[$1]} != "$2" ]]
+}
+
+# cairn_single LABEL FUNC ARGS...: FUNC once (local, kube), output shown live.
+cairn_single() {
+	local label=$1 fn=$2
+	shift 2
+	cairn_hosts=("$label")
+	"$fn" "$@" </dev/null 2>&1 | tee "$cairn_tmp/out.0" | cairn_show
+	cairn_exit[0]=${PIPESTATUS[0]}
+	if [[ ${cairn_exit[0]} == 124 && $cairn_timeout_kills == 1 ]]; then
+		cairn_err[0]="timed out after $cairn_timeout"
+	fi
+	return 0
+}
+
+cairn_local() { # SECS [KUBECONFIG]
+	local -a env=(CAIRN_BLOCK="$cairn_id")
+	local k
+	[[ -n ${2:-} ]] && env+=(KUBECONFIG="$2" CAIRN_KUBE_CONTEXT="$cairn_kube_ctx")
+	for k in $cairn_refs; do
+		[[ -v cairn_cap[$k] ]] && env+=("$k=${cairn_cap[$k]}")
+	done
+	env "${env[@]}" timeout -k 5 "$1" bash --noprofile --norc -e -u -o pipefail -c "$cairn_body"
+}
+
+cairn_show() {
+	if ((cairn_live)); then
+		cairn_mask '  │ '
+	else
+		cat >/dev/null
+	fi
+}
+
+# --- expectations ---------------------------------------------------------------
+
+cairn_out() { printf '%s/out.%s' "$cairn_tmp" "$1"; }
+
+cairn_where() {
+	if ((${#cairn_hosts[@]} > 1)) || [[ $cairn_target == ssh ]]; then
+		printf '%s: ' "${cairn_hosts[$1]}"
+	fi
+}
+
+cairn_fail_check() { cairn_reasons+=("$(cairn_where "$1")$2"); }
+
+cairn_expect_exit() { # I WANT
+	[[ ${cairn_exit[$1]} == "$2" ]] || cairn_fail_check "$1" "expected exit status $2, got ${cairn_exit[$1]}"
+}
+
+cairn_expect_kube_ok() { # I: a kubectl failure is the reason; other checks are moot
+	if [[ ${cairn_exit[$1]} != 0 ]]; then
+		cairn_fail_check "$1" "kubectl failed (exit status ${cairn_exit[$1]}): $(grep -v '^[[:space:]]*$' "$(cairn_out "$1")" | tail -n 1)"
+		return 1
+	fi
+}
+
+cairn_expect_contains() {
+	grep -aqF -e "$2" "$(cairn_out "$1")" || cairn_fail_check "$1" "output does not contain \"$2\""
+}
+
+cairn_expect_not_contains() {
+	! grep -aqF -e "$2" "$(cairn_out "$1")" || cairn_fail_check "$1" "output contains \"$2\""
+}
+
+cairn_expect_match() { # I PCRE SHOWN
+	LC_ALL=C grep -aqzP -e "$2" "$(cairn_out "$1")" || cairn_fail_check "$1" "output does not match /$3/"
+}
+
+# The similar algorithm of the executor: template lines (compiled to EREs
+# when the script was exported) must match output lines in order, blank
+# lines ignored; an "A" line stands for "..." (any number of lines).
+cairn_awk_similar='
+BEGIN { np = split(ENVIRON["CAIRN_SIM_PAT"], pat, "\n"); split(ENVIRON["CAIRN_SIM_TXT"], txt, "\n") }
+$0 ~ /[^ \t\r\n\f\v]/ { lines[++nl] = $0 }
+function mf(p, l,    i) {
+	if (p > np) return 1
+	if (pat[p] == "A") {
+		for (i = l; i <= nl + 1; i++) if (mf(p + 1, i)) return 1
+		return 0
+	}
+	if (l > nl) return 0
+	if (lines[l] !~ substr(pat[p], 2)) return 0
+	return mf(p + 1, l + 1)
+}
+END {
+	for (s = 1; s <= nl + 1; s++) if (mf(1, s)) exit 0
+	for (p = 1; p <= np; p++) {
+		if (pat[p] == "A") continue
+		re = substr(pat[p], 2); found = 0
+		for (l = 1; l <= nl; l++) if (lines[l] ~ re) { found = 1; break }
+		if (!found) { printf "no output line looks like \"%s\"", txt[p]; exit 1 }
+	}
+	printf "the expected lines appear, but not in this order"
+	exit 1
+}'
+
+cairn_expect_similar() { # I LINE PATTERNS TEXTS
+	local why
+	why=$(CAIRN_SIM_PAT=$3 CAIRN_SIM_TXT=$4 LC_ALL=C awk "$cairn_awk_similar" "$(cairn_out "$1")") ||
+		cairn_fail_check "$1" "output is not similar to the expected output (line $2 of it): $why"
+}
+
+cairn_expect_count() { # I N
+	local n
+	n=$(cairn_kube_values .metadata.name | grep -c .)
+	[[ $n == "$2" ]] || cairn_fail_check "$1" "expected $2 objects, found $n"
+}
+
+# cairn_expect_jsonpath I COLUMN PATH OP VALUE: PATH (OP VALUE) on every
+# object of the selection.
+cairn_expect_jsonpath() {
+	local i=$1 col=$2 path=$3 op=$4 want=$5 obj got bad=0 total=0 first=''
+	while IFS=$'\t' read -r obj got; do
+		[[ -n $obj ]] || continue
+		total=$((total + 1))
+		case $op in
+		'') [[ -n $got ]] || { bad=$((bad + 1)) && first=${first:-"$obj has nothing"}; } ;;
+		'=') [[ $got == "$want" ]] || { bad=$((bad + 1)) && first=${first:-"$obj has \"$got\""}; } ;;
+		'!=') [[ $got != "$want" ]] || { bad=$((bad + 1)) && first=${first:-"$obj has \"$got\""}; } ;;
+		esac
+	done < <(cairn_kube_values "$col")
+	if ((total == 0)); then
+		cairn_fail_check "$i" "expected $path$op$want on every object; there are none"
+	elif ((bad > 0)); then
+		cairn_fail_check "$i" "expected $path$op$want on every object; $bad of $total do not: $first"
+	fi
+}
+
+# --- captures --------------------------------------------------------------------
+
+# cairn_capture_regex NAME SECRET PCRE SHOWN: the first group (made the
+# whole match with \K and a lookahead when the script was exported).
+cairn_capture_regex() {
+	local name=$1 secret=$2 v
+	if ! LC_ALL=C grep -aqzP -e "$3" "$(cairn_out 0)"; then
+		cairn_reasons+=("capture $name: /$4/ did not match the output")
+		return 0
+	fi
+	v=$(LC_ALL=C grep -aozP -e "$3" "$(cairn_out 0)" | head -z -n 1 | tr -d '\000')
+	v=${v#"${v%%[![:space:]]*}"}
+	v=${v%"${v##*[![:space:]]}"}
+	cairn_set_capture "$name" "$secret" "$v"
+}
+
+cairn_capture_jsonpath() { # NAME SECRET COLUMN PATH
+	local name=$1 secret=$2 v='' obj got
+	while IFS=$'\t' read -r obj got; do
+		[[ -n $got ]] && v="${v:+$v }$got"
+	done < <(cairn_kube_values "$3")
+	if [[ -z $v ]]; then
+		cairn_reasons+=("capture $name: $4 found nothing")
+		return 0
+	fi
+	cairn_set_capture "$name" "$secret" "$v"
+}
+
+cairn_set_capture() {
+	cairn_cap[$1]=$3
+	if [[ $2 == 1 ]]; then
+		cairn_add_mask "$3"
+		cairn_csecret[$1]=1
+	fi
+}
+
+# cairn_learn_secrets PCRE...: secret captures are masked even in the output
+# of the block that prints them (shown only after the run for that reason).
+cairn_learn_secrets() {
+	local re v
+	for re in "$@"; do
+		while IFS= read -r -d '' v; do
+			cairn_add_mask "$v"
+		done < <(LC_ALL=C grep -aozP -e "$re" "$(cairn_out 0)" 2>/dev/null)
+	done
+	return 0
+}
+
+# --- running a block -----------------------------------------------------------------
+
+cairn_resume_hint() {
+	local -a keep=()
+	local i=0 a
+	while ((i < ${#cairn_args[@]})); do
+		a=${cairn_args[i]}
+		case $a in
+		--from | --step)
+			i=$((i + 2))
+			continue
+			;;
+		--from=* | --step=* | --dry-run | --list) ;;
+		--param)
+			local pkv=${cairn_args[i + 1]:-}
+			[[ ${cairn_psecret[${pkv%%=*}]:-0} == 1 ]] || keep+=("$a" "$pkv")
+			i=$((i + 2))
+			continue
+			;;
+		*) keep+=("$a") ;;
+		esac
+		i=$((i + 1))
+	done
+	local q
+	q=$(printf ' %q' "${keep[@]}" --from "$1")
+	printf '%s%s' "$cairn_prog" "$q"
+}
+
+cairn_fail_now() { # BLOCK MESSAGE
+	cairn_say "  ✗ $(cairn_mask_str "$2")"
+	cairn_log_line "$cairn_step" "$1" - error "$2"
+	printf 'stopped at %s (block "%s", step "%s"); after fixing, resume with:\n  %s\n' "$cairn_source" "$1" "$cairn_step" "$(cairn_resume_hint "$cairn_step")" >&2
+	exit 1
+}
+
+# cairn_confirm BLOCK MESSAGE
+cairn_confirm() {
+	local ans
+	((cairn_yes)) && return 0
+	if ((cairn_dry)); then
+		cairn_say "  (asks first: $2)"
+		return 0
+	fi
+	printf '  %s. Run it? [y/N] ' "$2"
+	if ! IFS= read -r ans && [[ -z $ans ]]; then
+		printf '\n'
+		cairn_fail_now "$1" "block \"$1\" needs confirmation and standard input gave none; pass --yes"
+	fi
+	ans=${ans,,}
+	ans=${ans//[[:space:]]/}
+	[[ $ans == y || $ans == yes ]] || cairn_fail_now "$1" "block \"$1\" not confirmed; stopped"
+}
+
+# cairn_begin BLOCK TARGET BADGE: announces a block; false when its
+# condition is false (it is then skipped).
+cairn_begin() {
+	cairn_n=$((cairn_n + 1))
+	cairn_id=$1
+	cairn_target=$2
+	printf '[%d/%d] %s  %s\n' "$cairn_n" "$cairn_total" "$1" "$3"
+}
+
+cairn_skip() { # BLOCK COND
+	cairn_say "  skipped: $2 is false"
+	cairn_skipped=$((cairn_skipped + 1))
+	cairn_log_line "$cairn_step" "$1" - skipped "$2"
+}
+
+cairn_manual() { # BLOCK TEXT
+	cairn_say "  manual step, do this by hand:"
+	printf '%s\n' "$2" | cairn_mask '    '
+	if ((cairn_dry)); then
+		return 0
+	fi
+	if ((!cairn_yes)); then
+		printf '  press Enter when done (Ctrl+C stops) '
+		local ans
+		if ! IFS= read -r ans; then
+			printf '\n'
+			cairn_fail_now "$1" "manual step \"$1\": no answer on standard input; pass --yes to go on"
+		fi
+	fi
+	cairn_log_line "$cairn_step" "$1" - 'done' ''
+}
+
+# cairn_exec ATTEMPTS INTERVAL RUN VERIFY CAPTURE: runs the block (RUN),
+# again until VERIFY finds nothing wrong or ATTEMPTS are used up, then
+# CAPTURE; logs the result and stops the script on failure.
+cairn_exec() {
+	local attempts=$1 interval=$2 run=$3 verify=$4 capture=$5 attempt=1 i started status
+	started=$SECONDS
+	while :; do
+		cairn_hosts=()
+		cairn_exit=()
+		cairn_err=()
+		cairn_reasons=()
+		"$run"
+		for i in "${!cairn_hosts[@]}"; do
+			if [[ -n ${cairn_err[i]:-} ]]; then
+				cairn_fail_check "$i" "${cairn_err[i]}"
+				continue
+			fi
+			"$verify" "$i"
+		done
+		((${#cairn_hosts[@]} > 0)) || cairn_reasons+=("nothing ran")
+		if ((${#cairn_reasons[@]} == 0 || attempt >= attempts)); then
+			break
+		fi
+		local IFS=';'
+		cairn_say "  … attempt $attempt of $attempts failed: $(cairn_mask_str "${cairn_reasons[*]}"); retrying in $cairn_interval"
+		unset IFS
+		sleep "$interval"
+		attempt=$((attempt + 1))
+	done
+	if ((${#cairn_reasons[@]} == 0)); then
+		"$capture"
+		cairn_save_captures
+	fi
+	if ((!cairn_live)); then
+		for i in "${!cairn_hosts[@]}"; do
+			((${#cairn_hosts[@]} > 1)) && printf '  ── %s ──\n' "${cairn_hosts[i]}"
+			cairn_mask '  │ ' <"$(cairn_out "$i")"
+		done
+	fi
+	local exits
+	exits=$(
+		IFS=,
+		printf '%s' "${cairn_exit[*]}"
+	)
+	if ((${#cairn_reasons[@]} == 0)); then
+		cairn_verified=$((cairn_verified + 1))
+		cairn_say "  ✓ verified in $((SECONDS - started))s"
+		cairn_log_line "$cairn_step" "$cairn_id" "$exits" verified "attempts=$attempt"
+		return 0
+	fi
+	status=failed
+	local reasons
+	reasons=$(
+		IFS=';'
+		printf '%s' "${cairn_reasons[*]}"
+	)
+	reasons=${reasons//;/; }
+	cairn_say "  ✗ $status: $(cairn_mask_str "$reasons")"
+	cairn_log_line "$cairn_step" "$cairn_id" "$exits" "$status" "$reasons"
+	{
+		printf 'block "%s" (step "%s", %s:%s) failed:\n' "$cairn_id" "$cairn_step" "$cairn_source" "$cairn_line"
+		printf '  expected: %s\n' "$cairn_expects"
+		for i in "${cairn_reasons[@]}"; do
+			printf '  problem:  %s\n' "$(cairn_mask_str "$i")"
+		done
+		printf '  got (last lines of output):\n'
+		for i in "${!cairn_hosts[@]}"; do
+			tail -n 15 "$(cairn_out "$i")" | cairn_mask "    $(cairn_where "$i")"
+		done
+		printf 'stopped at %s:%s (block "%s"); after fixing, resume with:\n  %s\n' "$cairn_source" "$cairn_line" "$cairn_id" "$(cairn_resume_hint "$cairn_step")"
+	} >&2
+	exit 1
+}
+
+cairn_dry_show() { # TITLE TEXT
+	cairn_say "  would run $1:"
+	printf '%s\n' "$2" | cairn_mask '    '
+}
+
+# --- command line ------------------------------------------------------------------
+
+cairn_main() {
+	cairn_args=("$@")
+	while (($# > 0)); do
+		case $1 in
+		-h | --help)
+			cairn_usage
+			exit 0
+			;;
+		--list) cairn_list=1 ;;
+		--dry-run) cairn_dry=1 ;;
+		-y | --yes) cairn_yes=1 ;;
+		--param | --capture | --step | --from | --log | --context | --kubeconfig | --ssh-config)
+			(($# >= 2)) || cairn_usage_error "$1 needs a value"
+			cairn_flag "$1" "$2"
+			shift
+			;;
+		--param=* | --capture=* | --step=* | --from=* | --log=* | --context=* | --kubeconfig=* | --ssh-config=*)
+			cairn_flag "${1%%=*}" "${1#*=}"
+			;;
+		*) cairn_usage_error "unknown argument \"$1\"" ;;
+		esac
+		shift
+	done
+	if [[ -n $cairn_only_step && -n $cairn_from_step ]]; then
+		cairn_usage_error "use only one of --step and --from"
+	fi
+	local s ok
+	for s in "$cairn_only_step" "$cairn_from_step"; do
+		[[ -z $s ]] && continue
+		ok=0
+		for i in "${cairn_step_ids[@]}"; do
+			[[ $i == "$s" ]] && ok=1
+		done
+		((ok)) || cairn_usage_error "no step \"$s\" (steps: ${cairn_step_ids[*]})"
+	done
+	if ((cairn_list)); then
+		cairn_print_list
+		exit 0
+	fi
+	cairn_log=${cairn_log:-$cairn_default_log}
+	if ((cairn_needs_pcre)) && ! printf 'a1\n' | LC_ALL=C grep -qP '\d' 2>/dev/null; then
+		cairn_die "this script needs GNU grep with -P (PCRE) for its expectations and captures"
+	fi
+	cairn_resolve_params
+	if ((!cairn_dry)); then
+		cairn_load_captures
+	fi
+	cairn_tmp=$(mktemp -d "${TMPDIR:-/tmp}/cairn-run.XXXXXX") || cairn_die "cannot make a temporary directory"
+	trap cairn_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	((cairn_dry)) && cairn_say "dry run: nothing is run; parameters are filled in, secrets masked"
+	cairn_log_line - - - start "$cairn_runbook $cairn_source_hash"
+	cairn_plan
+	cairn_say ""
+	cairn_say "$cairn_verified verified, $cairn_skipped skipped of $cairn_total blocks"
+	cairn_log_line - - - end "$cairn_verified verified, $cairn_skipped skipped of $cairn_total blocks"
+}
+
+cairn_flag() {
+	case $1 in
+	--param)
+		[[ $2 == *=* && -n ${2%%=*} ]] || cairn_usage_error "--param \"$2\": use NAME=VALUE"
+		cairn_given[${2%%=*}]=${2#*=}
+		;;
+	--capture)
+		[[ $2 == *=* && -n ${2%%=*} ]] || cairn_usage_error "--capture \"$2\": use NAME=VALUE"
+		[[ -v cairn_csecret[${2%%=*}] ]] || cairn_usage_error "--capture: the runbook captures no \"${2%%=*}\""
+		cairn_cap[${2%%=*}]=${2#*=}
+		[[ ${cairn_csecret[${2%%=*}]} == 1 ]] && cairn_add_mask "${2#*=}"
+		;;
+	--step) cairn_only_step=$2 ;;
+	--from) cairn_from_step=$2 ;;
+	--log) cairn_log=$2 ;;
+	--context) cairn_context=$2 ;;
+	--kubeconfig) cairn_kubeconfig=$2 ;;
+	--ssh-config) cairn_ssh_config=$2 ;;
+	esac
+}
+
+# cairn_want STEP: whether --step/--from select STEP ("" for the blocks
+# before the first step).
+cairn_started=0
+cairn_want() {
+	if [[ -n $cairn_only_step ]]; then
+		[[ $1 == "$cairn_only_step" ]]
+		return
+	fi
+	if [[ -n $cairn_from_step ]]; then
+		[[ $1 == "$cairn_from_step" ]] && cairn_started=1
+		((cairn_started))
+		return
+	fi
+	return 0
+}
