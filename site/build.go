@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"reflect"
 	"runtime"
 	"sort"
 	"strings"
@@ -53,6 +54,9 @@ type Builder struct {
 
 	mu       sync.Mutex
 	runbooks map[string]*entry // by path
+	// shared is the last index and 404 page with what they were made from,
+	// so that an update which changes no navigation does not redo them.
+	shared *sharedPages
 }
 
 // entry is one runbook's latest good parse and render.
@@ -124,6 +128,7 @@ func (b *Builder) Build(ctx context.Context) (*Result, error) {
 	}
 	b.mu.Lock()
 	b.runbooks = map[string]*entry{}
+	b.shared = nil
 	b.mu.Unlock()
 	if err := b.parseAndRender(ctx, paths); err != nil {
 		return nil, err
@@ -344,23 +349,38 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 			errPrefix: e.rb.Path + ": template runbook.html"})
 		res.Rendered++
 	}
-	t := stringsFor(site.Lang)
-	for _, kind := range []string{"index", "404"} {
-		page := &Page{Site: site, Lang: site.Lang, T: t, Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
-		name := "index.html"
-		if kind == "404" {
-			// Served for any missing path, so links must be absolute.
-			page.Root = "/"
-			page.Title = t["page_not_found"]
-			name = "404.html"
+	// The index and 404 pages depend only on the theme and the site data
+	// (Decorate is not applied to them).
+	b.mu.Lock()
+	shared := b.shared
+	b.mu.Unlock()
+	reuse := shared != nil && shared.theme == th && reflect.DeepEqual(shared.site, site)
+	if !reuse {
+		t := stringsFor(site.Lang)
+		for _, kind := range []string{"index", "404"} {
+			page := &Page{Site: site, Lang: site.Lang, T: t, Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
+			name := "index.html"
+			if kind == "404" {
+				// Served for any missing path, so links must be absolute.
+				page.Root = "/"
+				page.Title = t["page_not_found"]
+				name = "404.html"
+			}
+			jobs = append(jobs, pageJob{name: name, kind: kind, page: page, errPrefix: "template " + kind + ".html"})
 		}
-		jobs = append(jobs, pageJob{name: name, kind: kind, page: page, errPrefix: "template " + kind + ".html"})
 	}
 	if err := th.executeAll(ctx, jobs); err != nil {
 		return nil, err
 	}
 	for _, j := range jobs {
 		res.Files[j.name] = j.out
+	}
+	if reuse {
+		res.Files["index.html"], res.Files["404.html"] = shared.index, shared.notFound
+	} else {
+		b.mu.Lock()
+		b.shared = &sharedPages{theme: th, site: site, index: res.Files["index.html"], notFound: res.Files["404.html"]}
+		b.mu.Unlock()
 	}
 	// The same bytes as json.Marshal of all entries: "null" when there are
 	// none, else the entries' elements joined with commas. search.json is
@@ -575,6 +595,13 @@ func loadTheme(fsys fs.FS) (*theme, error) {
 		return nil, err
 	}
 	return th, nil
+}
+
+// sharedPages are the pages made from the site data alone.
+type sharedPages struct {
+	theme           *theme
+	site            *SiteData
+	index, notFound []byte
 }
 
 // pageJob is one page for executeAll: its input and its output.
