@@ -58,7 +58,7 @@ var paramKeys = []string{"name", "title", "description", "type", "group", "defau
 func (p *parseState) parseFrontMatter(fm []byte, line0 int) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(fm, &doc); err != nil {
-		p.errf(Pos{Line: line0 + yamlErrLine(err)}, "front matter: %s", yamlErrMsg(err))
+		p.errf(Pos{Line: line0 + yamlErrLine(err) - 1}, "front matter: %s", yamlErrMsg(err))
 		return
 	}
 	if len(doc.Content) == 0 {
@@ -240,7 +240,11 @@ func (p *parseState) parseParams(v *yaml.Node, at func(*yaml.Node) Pos) {
 				if n := nearest(k.Value, paramKeys); n != "" {
 					hint = fmt.Sprintf("; did you mean %q?", n)
 				}
-				p.errf(at(k), "param %s: unknown key %q%s", prm.Name, k.Value, hint)
+				who := "param " + prm.Name
+				if prm.Name == "" {
+					who = "params"
+				}
+				p.errf(at(k), "%s: unknown key %q%s", who, k.Value, hint)
 			}
 		}
 		switch {
