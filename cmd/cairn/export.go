@@ -1,10 +1,198 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/cairn-dev/cairn/export"
+	"github.com/cairn-dev/cairn/site"
 )
 
+const exportExamples = `  # A standalone script for one runbook
+  cairn export content/practice.md -o practice.sh
+  ./practice.sh --list
+
+  # By slug, to standard output
+  cairn export kubeadm-ha > kubeadm-ha.sh
+
+  # Everything an air-gapped site needs, in one archive
+  cairn export --bundle cairn-bundle.tar.gz
+  cairn export --bundle cairn-bundle.tar.gz --with-binary   # with cairn for linux/amd64 and arm64`
+
+// bundleArches are the platforms --with-binary builds cairn for.
+var bundleArches = []string{"amd64", "arm64"}
+
 func runExport(ctx context.Context, m *Main, args []string) error {
-	return errors.New("export: not implemented yet")
+	flags := newFlagSet(m, "export", "export RUNBOOK [-o FILE] [--content DIR]\n  cairn export --bundle OUT.tar.gz [--content DIR] [--with-binary]", exportExamples)
+	content := flags.String("content", "content", "content folder (a RUNBOOK given as a slug is looked up here; --bundle packs all of it)")
+	out := flags.String("o", "", "write the script to this file (mode 0755) instead of standard output")
+	bundle := flags.String("bundle", "", "write an offline bundle (tar.gz) of every runbook in --content")
+	withBinary := flags.Bool("with-binary", false, "with --bundle: cross-compile cairn for linux/amd64 and linux/arm64 into it (needs the go toolchain and the cairn sources)")
+	var positional []string
+	rest := args
+	for {
+		if err := parseFlags(flags, rest); err != nil {
+			return done(err)
+		}
+		if flags.NArg() == 0 {
+			break
+		}
+		positional = append(positional, flags.Arg(0))
+		rest = flags.Args()[1:]
+	}
+	if *bundle != "" {
+		if len(positional) > 0 || *out != "" {
+			return &usageError{cmd: "export", msg: "--bundle packs every runbook of --content; give no RUNBOOK and no -o"}
+		}
+		return exportBundle(ctx, m, *content, *bundle, *withBinary)
+	}
+	if *withBinary {
+		return &usageError{cmd: "export", msg: "--with-binary needs --bundle"}
+	}
+	if len(positional) != 1 {
+		return &usageError{cmd: "export", msg: "give exactly one RUNBOOK (a file or a slug), or --bundle OUT.tar.gz"}
+	}
+	rb, _, err := loadRunbook(positional[0], *content)
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			ue.cmd = "export"
+		}
+		return err
+	}
+	name := export.ScriptName(rb)
+	if *out != "" {
+		name = filepath.Base(*out)
+	}
+	script, err := export.Script(rb, export.Options{Version: Version, Source: filepath.ToSlash(rb.Path), Name: name})
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err := m.Stdout.Write(script)
+		return err
+	}
+	if err := writeFileAtomic(*out, script, 0o755); err != nil {
+		return fmt.Errorf("write script: %w", err)
+	}
+	fmt.Fprintf(m.Stderr, "exported %s → %s (%d steps)\n", rb.Path, *out, len(rb.Steps))
+	return nil
+}
+
+func exportBundle(ctx context.Context, m *Main, content, out string, withBinary bool) error {
+	if fi, err := os.Stat(content); err != nil || !fi.IsDir() {
+		return &usageError{cmd: "export", msg: fmt.Sprintf("--content %s: not a folder", content)}
+	}
+	b, err := site.New(site.Options{Content: content})
+	if err != nil {
+		return err
+	}
+	res, err := b.Build(ctx)
+	if err != nil {
+		return err
+	}
+	if len(res.Diagnostics) > 0 {
+		for _, d := range res.Diagnostics {
+			fmt.Fprintln(m.Stderr, d.String())
+		}
+		fmt.Fprintf(m.Stderr, "bundle not written: %d problems\n", len(res.Diagnostics))
+		return errSilent
+	}
+	// The paths scripts name: relative to the content folder's parent, so
+	// that the same content gives the same bundle wherever it lies.
+	sources := map[string]string{}
+	base := filepath.Base(filepath.Clean(content))
+	for _, rb := range res.Runbooks {
+		rel, err := filepath.Rel(content, rb.Path)
+		if err != nil {
+			rel = filepath.Base(rb.Path)
+		}
+		sources[rb.Path] = filepath.ToSlash(filepath.Join(base, rel))
+	}
+	in := export.BundleInput{Version: Version, Runbooks: res.Runbooks, Sources: sources, Site: res.Files}
+	if withBinary {
+		bins, err := crossCompile(ctx, m)
+		if err != nil {
+			return err
+		}
+		in.Binaries = bins
+	}
+	var buf bytes.Buffer
+	if err := export.Bundle(&buf, in); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write bundle: %w", err)
+	}
+	fmt.Fprintf(m.Stderr, "bundled %d runbooks and the site (%d files) → %s (%d bytes)\n", len(res.Runbooks), len(res.Files), out, buf.Len())
+	return nil
+}
+
+// crossCompile builds cairn from the module in the working directory for
+// every bundleArches, statically (CGO_ENABLED=0) and reproducibly.
+func crossCompile(ctx context.Context, m *Main) (map[string][]byte, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, errors.New("--with-binary needs the go toolchain on PATH to cross-compile cairn; install Go or leave --with-binary out")
+	}
+	modOut, err := exec.CommandContext(ctx, goBin, "list", "-m", "-f", "{{.Path}} {{.Dir}}").Output()
+	if err != nil {
+		return nil, fmt.Errorf("--with-binary: run it inside the cairn sources (go list -m: %w)", err)
+	}
+	path, dir, _ := strings.Cut(strings.TrimSpace(string(modOut)), " ")
+	if path != "github.com/cairn-dev/cairn" {
+		return nil, fmt.Errorf("--with-binary: run it inside the cairn sources (this is module %q)", path)
+	}
+	tmp, err := os.MkdirTemp("", "cairn-xbuild-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bins := map[string][]byte{}
+	for _, arch := range bundleArches {
+		name := "cairn-linux-" + arch
+		fmt.Fprintf(m.Stderr, "building %s …\n", name)
+		cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-buildvcs=false",
+			"-ldflags", "-s -w -buildid= -X main.Version="+Version, "-o", filepath.Join(tmp, name), "./cmd/cairn")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("cross-compile %s: %w\n%s", name, err, stderr.String())
+		}
+		data, err := os.ReadFile(filepath.Join(tmp, name))
+		if err != nil {
+			return nil, err
+		}
+		bins[name] = data
+	}
+	return bins, nil
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// folder, so that a reader never sees half a file.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".cairn-export-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(tmp, mode)); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }

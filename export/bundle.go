@@ -1,0 +1,405 @@
+package export
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// BundleRoot is the folder every file of a bundle lies in.
+const BundleRoot = "cairn-bundle"
+
+// BundleInput is what goes into an offline bundle. The caller builds the
+// site (package site) and cross-compiles binaries; this package only packs.
+type BundleInput struct {
+	Version  string
+	Runbooks []*runbook.Runbook // in the order of the site's index
+	// Sources maps a runbook's Path to the path it is shown with (relative
+	// to the content folder's parent, say); default Path.
+	Sources map[string]string
+	// Site is the built static site: slash-separated path → content.
+	Site map[string][]byte
+	// Binaries: file name under bin/ → content (cairn-linux-amd64, …).
+	Binaries map[string][]byte
+}
+
+// epoch is the time every archive entry carries, so that the same content
+// gives the same bytes.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type bundleFile struct {
+	name string
+	data []byte
+	mode int64
+}
+
+// Bundle writes a deterministic tar.gz: the site, one script per runbook,
+// the manifests they apply, the runbooks, what to bring in beforehand with
+// a mirror helper, a README and a MANIFEST of SHA-256 sums.
+func Bundle(w io.Writer, in BundleInput) error {
+	if err := CheckOffline(in.Site); err != nil {
+		return err
+	}
+	files := map[string]bundleFile{}
+	add := func(name string, data []byte, mode int64) error {
+		name = path.Clean(name)
+		if strings.HasPrefix(name, "../") || name == ".." || path.IsAbs(name) {
+			return fmt.Errorf("bundle: bad path %q", name)
+		}
+		if _, dup := files[name]; dup {
+			return fmt.Errorf("bundle: two files at %s", name)
+		}
+		files[name] = bundleFile{name: name, data: data, mode: mode}
+		return nil
+	}
+	for p, data := range in.Site {
+		if err := add("site/"+p, data, 0o644); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, rb := range in.Runbooks {
+		src := rb.Path
+		if s, ok := in.Sources[rb.Path]; ok {
+			src = s
+		}
+		script, err := Script(rb, Options{Version: in.Version, Source: src})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, add("scripts/"+ScriptName(rb), script, 0o755))
+		errs = append(errs, add("runbooks/"+rb.Slug+".md", rb.Source, 0o644))
+		for _, b := range rb.Blocks {
+			if b.Executable() && b.Target == runbook.TargetKube && (b.Action == "apply" || b.Action == "patch") {
+				ext := ".yaml"
+				if b.Action == "patch" {
+					ext = ".patch"
+					if strings.HasPrefix(strings.TrimSpace(b.Content), "[") || strings.HasPrefix(strings.TrimSpace(b.Content), "{") {
+						ext = ".json"
+					}
+				}
+				errs = append(errs, add("manifests/"+rb.Slug+"/"+b.ID+ext, []byte(b.Content), 0o644))
+			}
+		}
+	}
+	for name, data := range in.Binaries {
+		errs = append(errs, add("bin/"+name, data, 0o755))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	req := requirements(in.Runbooks)
+	if err := errors.Join(
+		add("REQUIRES.txt", []byte(req.text()), 0o644),
+		add("mirror.sh", []byte(req.mirrorScript()), 0o755),
+		add("README.md", []byte(readme(in)), 0o644),
+	); err != nil {
+		return err
+	}
+
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var manifest strings.Builder
+	for _, n := range names {
+		sum := sha256.Sum256(files[n].data)
+		fmt.Fprintf(&manifest, "%s  %s\n", hex.EncodeToString(sum[:]), n)
+	}
+	files["MANIFEST"] = bundleFile{name: "MANIFEST", data: []byte(manifest.String()), mode: 0o644}
+	names = append(names, "MANIFEST")
+	sort.Strings(names)
+
+	// gzip without name or time in its header; tar entries with fixed
+	// times, owners and modes, directories included, in sorted order.
+	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	zw.Header = gzip.Header{OS: 255}
+	tw := tar.NewWriter(zw)
+	dirs := map[string]bool{}
+	var entries []string
+	for _, n := range names {
+		for d := path.Dir(n); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		entries = append(entries, d+"/")
+	}
+	entries = append(entries, names...)
+	sort.Strings(entries)
+	hdr := func(name string, mode int64, size int64, typ byte) *tar.Header {
+		return &tar.Header{Name: BundleRoot + "/" + name, Mode: mode, Size: size, Typeflag: typ,
+			ModTime: epoch, Uid: 0, Gid: 0, Uname: "root", Gname: "root", Format: tar.FormatPAX}
+	}
+	if err := tw.WriteHeader(hdr("", 0o755, 0, tar.TypeDir)); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e, "/") {
+			if err := tw.WriteHeader(hdr(e, 0o755, 0, tar.TypeDir)); err != nil {
+				return err
+			}
+			continue
+		}
+		f := files[e]
+		if err := tw.WriteHeader(hdr(e, f.mode, int64(len(f.data)), tar.TypeReg)); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// urlRe finds absolute URLs; loadRe finds protocol-relative loads.
+var (
+	urlRe  = regexp.MustCompile(`(?i)\bhttps?://([^/\s"'<>()\\` + "`" + `]+)`)
+	loadRe = regexp.MustCompile(`(?i)(?:\b(?:src|href|action|poster|data)\s*=\s*["']?|url\(\s*["']?|@import\s+["'])//[a-z0-9]`)
+)
+
+// offlineHosts may appear in a URL: XML namespace names (identifiers, never
+// fetched) and this machine.
+var offlineHosts = map[string]bool{
+	"www.w3.org": true, "www.sitemaps.org": true,
+	"127.0.0.1": true, "localhost": true, "[::1]": true,
+}
+
+// CheckOffline fails when a file of the site names a URL on another machine
+// (a font, script, style sheet or link that would need the network).
+// Placeholders without a dot (https://ETCD_0_IP:2379) are not machines.
+func CheckOffline(site map[string][]byte) error {
+	var bad []string
+	names := make([]string, 0, len(site))
+	for n := range site {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		text := string(site[n])
+		for _, m := range urlRe.FindAllStringSubmatch(text, -1) {
+			host := strings.ToLower(m[1])
+			if i := strings.LastIndexByte(host, '@'); i >= 0 {
+				host = host[i+1:]
+			}
+			if !strings.HasPrefix(host, "[") {
+				host, _, _ = strings.Cut(host, ":")
+			}
+			if offlineHosts[host] || !strings.Contains(host, ".") {
+				continue
+			}
+			bad = append(bad, fmt.Sprintf("%s: %s", n, m[0]))
+		}
+		for _, m := range loadRe.FindAllString(text, -1) {
+			bad = append(bad, fmt.Sprintf("%s: %s…", n, m))
+		}
+	}
+	if len(bad) > 0 {
+		if len(bad) > 20 {
+			bad = append(bad[:20], fmt.Sprintf("and %d more", len(bad)-20))
+		}
+		return fmt.Errorf("the site names URLs that need the network:\n  %s", strings.Join(bad, "\n  "))
+	}
+	return nil
+}
+
+// reqs is what the runbooks say an air-gapped site must bring in.
+type reqs struct {
+	images, charts, binaries []reqItem
+}
+
+type reqItem struct {
+	name string
+	by   []string // runbook slugs
+}
+
+func requirements(rbs []*runbook.Runbook) reqs {
+	collect := func(get func(runbook.Requires) []string) []reqItem {
+		by := map[string][]string{}
+		for _, rb := range rbs {
+			for _, x := range get(rb.Meta.Requires) {
+				x = strings.TrimSpace(x)
+				if x != "" && (len(by[x]) == 0 || by[x][len(by[x])-1] != rb.Slug) {
+					by[x] = append(by[x], rb.Slug)
+				}
+			}
+		}
+		var out []reqItem
+		for n, s := range by {
+			out = append(out, reqItem{name: n, by: s})
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+		return out
+	}
+	return reqs{
+		images:   collect(func(r runbook.Requires) []string { return r.Images }),
+		charts:   collect(func(r runbook.Requires) []string { return r.Charts }),
+		binaries: collect(func(r runbook.Requires) []string { return r.Binaries }),
+	}
+}
+
+func (r reqs) text() string {
+	var b strings.Builder
+	b.WriteString("# What the runbooks need that an air-gapped site must bring in beforehand.\n")
+	b.WriteString("# KIND NAME (runbooks that need it). mirror.sh fetches them on a connected machine.\n")
+	for _, sec := range []struct {
+		kind  string
+		items []reqItem
+	}{{"image", r.images}, {"chart", r.charts}, {"binary", r.binaries}} {
+		for _, it := range sec.items {
+			fmt.Fprintf(&b, "%-7s %s (%s)\n", sec.kind, oneLine(it.name), strings.Join(it.by, ", "))
+		}
+	}
+	return b.String()
+}
+
+func words(items []reqItem) string {
+	var qs []string
+	for _, it := range items {
+		qs = append(qs, q(oneLine(it.name)))
+	}
+	return strings.Join(qs, " ")
+}
+
+func (r reqs) mirrorScript() string {
+	return `#!/usr/bin/env bash
+# Run on a machine WITH network access, then carry OUT_DIR to the site.
+#
+#   ./mirror.sh [--out DIR] [--registry MIRROR/PREFIX] [--tag IMAGE=TAG ...]
+#
+# Images: copied with skopeo (or docker/podman pull + save) into DIR/images as
+# docker-archive tarballs, or straight into your mirror registry with --registry.
+# Images listed without a tag need --tag IMAGE=TAG (the version your cluster
+# runs); otherwise "latest" is taken, with a warning.
+# Charts: helm pull into DIR/charts (add the chart repositories first).
+# Binaries: listed in DIR/binaries.txt; fetch the versions you run.
+set -u -o pipefail
+
+images=(` + words(r.images) + `)
+charts=(` + words(r.charts) + `)
+binaries=(` + words(r.binaries) + `)
+
+out=./cairn-mirror
+registry=''
+declare -A tags=()
+while (($# > 0)); do
+	case $1 in
+	--out) out=${2:?--out needs a folder}; shift ;;
+	--registry) registry=${2:?--registry needs MIRROR/PREFIX}; shift ;;
+	--tag) tags[${2%%=*}]=${2#*=}; shift ;;
+	-h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+	*) echo "mirror.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+mkdir -p "$out/images" "$out/charts" || exit 1
+status=0
+
+ref() { # IMAGE -> IMAGE:TAG
+	local img=$1 last=${1##*/}
+	if [[ $last == *:* || $img == *@* ]]; then
+		printf '%s' "$img"
+	elif [[ -v tags[$img] ]]; then
+		printf '%s:%s' "$img" "${tags[$img]}"
+	else
+		echo "mirror.sh: $img has no tag; taking latest (pass --tag $img=TAG)" >&2
+		printf '%s:latest' "$img"
+	fi
+}
+
+for img in "${images[@]}"; do
+	r=$(ref "$img")
+	file="$out/images/$(printf '%s' "$r" | tr '/:@' '___').tar"
+	if [[ -n $registry ]]; then
+		dest="$registry/${r#*/}"
+		if command -v skopeo >/dev/null; then
+			skopeo copy --all "docker://$r" "docker://$dest" || status=1
+		elif command -v docker >/dev/null; then
+			{ docker pull "$r" && docker tag "$r" "$dest" && docker push "$dest"; } || status=1
+		else
+			echo "mirror.sh: need skopeo or docker for $r" >&2
+			status=1
+		fi
+	elif command -v skopeo >/dev/null; then
+		skopeo copy "docker://$r" "docker-archive:$file:$r" || status=1
+	elif command -v docker >/dev/null; then
+		{ docker pull "$r" && docker save -o "$file" "$r"; } || status=1
+	elif command -v podman >/dev/null; then
+		{ podman pull "$r" && podman save -o "$file" "$r"; } || status=1
+	else
+		echo "mirror.sh: need skopeo, docker or podman for $r" >&2
+		status=1
+	fi
+done
+
+for chart in "${charts[@]}"; do
+	if command -v helm >/dev/null; then
+		helm pull "$chart" --destination "$out/charts" || status=1
+	else
+		echo "mirror.sh: need helm for $chart" >&2
+		status=1
+	fi
+done
+
+if ((${#binaries[@]} > 0)); then
+	printf '%s\n' "${binaries[@]}" >"$out/binaries.txt"
+	echo "mirror.sh: fetch these binaries yourself (see $out/binaries.txt): ${binaries[*]}"
+fi
+exit "$status"
+`
+}
+
+func readme(in BundleInput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Cairn offline bundle\n\nMade by Cairn %s for sites without network access.\n\n", oneLine(in.Version))
+	b.WriteString("## Verify\n\n```sh\ncd " + BundleRoot + "\nsha256sum -c MANIFEST\n```\n\n")
+	b.WriteString("Every file except MANIFEST itself is listed there with its SHA-256. Compare the archive's own\n")
+	b.WriteString("checksum with the one you were given before unpacking.\n\n")
+	b.WriteString("## Read\n\nOpen `site/index.html` in a browser: the site works from the file system and loads\n")
+	b.WriteString("nothing from the network.\n\n")
+	b.WriteString("## Run\n\nEach runbook is also a standalone bash script (bash 4.3+, coreutils, GNU grep, sed, awk, and\n")
+	b.WriteString("the clients it calls: kubectl, ssh, scp):\n\n```sh\n")
+	b.WriteString("scripts/SLUG.sh --help                 # parameters and options\nscripts/SLUG.sh --list                 # the steps\n")
+	b.WriteString("scripts/SLUG.sh --dry-run --param K=V  # what would run\nscripts/SLUG.sh --param K=V            # run, checking every step\n")
+	b.WriteString("scripts/SLUG.sh --from STEP            # resume after a failure\n```\n\n")
+	b.WriteString("| script | runbook | steps |\n| --- | --- | --- |\n")
+	for _, rb := range in.Runbooks {
+		fmt.Fprintf(&b, "| `scripts/%s` | %s | %d |\n", ScriptName(rb), strings.ReplaceAll(oneLine(rb.Meta.Title), "|", "\\|"), len(rb.Steps))
+	}
+	b.WriteString("\nEvery run appends to SLUG.log next to the script (or `--log FILE`). The manifests the\n")
+	b.WriteString("scripts apply are in `manifests/` (as written, before parameters are filled in); the\n")
+	b.WriteString("runbooks themselves in `runbooks/`.\n\n")
+	b.WriteString("## Bring in beforehand\n\n`REQUIRES.txt` lists the container images, Helm charts and binaries the runbooks need.\n")
+	b.WriteString("On a machine with network access, `./mirror.sh --out DIR` (or `--registry MIRROR/PREFIX`)\n")
+	b.WriteString("fetches them; carry DIR to the site.\n")
+	if len(in.Binaries) > 0 {
+		names := make([]string, 0, len(in.Binaries))
+		for n := range in.Binaries {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		b.WriteString("\n## Cairn itself\n\n`bin/` holds cairn for Linux (")
+		b.WriteString(strings.Join(names, ", "))
+		b.WriteString("): `bin/cairn-linux-amd64 serve --content runbooks` serves the site with the executor.\n")
+	}
+	return b.String()
+}
