@@ -144,7 +144,7 @@ func (g *gen) script() error {
 	g.p("# in order and checks each block's expectations, as `cairn run` does. Do not edit\n")
 	g.p("# it; export the runbook again instead. Usage: %s --help\n\n", oneLine(g.opts.Name))
 	// Literals are single-quoted on purpose: a $ in them must stay a $.
-	g.p("# shellcheck disable=SC2016,SC2088 # single quotes keep every literal literal ($, ~ and all)\n\n")
+	g.p("# shellcheck disable=SC1003,SC2016,SC2088 # single quotes keep every literal literal ($, ~, \\ and all)\n\n")
 	g.p("if [ -z \"${BASH_VERSINFO:-}\" ] || [ \"${BASH_VERSINFO[0]}\" -lt 4 ] || { [ \"${BASH_VERSINFO[0]}\" -eq 4 ] && [ \"${BASH_VERSINFO[1]}\" -lt 3 ]; }; then\n")
 	g.p("\techo \"this script needs bash 4.3 or later\" >&2\n\texit 2\nfi\n")
 	g.p("set -u -o pipefail\n\n")
