@@ -1,0 +1,763 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+)
+
+// These tests run real blocks of the bundled runbooks (content/*.md, as
+// shipped) through the executor wired as `cairn serve` wires it, against the
+// rig's kube-apiserver and sshd hosts, and check what the blocks did to the
+// servers.
+
+// bundled is one bundled runbook with an engine against the rig.
+type bundled struct {
+	rb     *runbook.Runbook
+	eng    *executor.Engine
+	params map[string]string // Request.Params of every run
+}
+
+// newBundled parses content/file and builds the executor with
+// setupExecutor, its flags pointing at the rig (k or s may be nil).
+func newBundled(t *testing.T, file string, k *testrig.KubeEnv, s *testrig.SSHEnv, params map[string]string) *bundled {
+	t.Helper()
+	path := filepath.Join("..", "..", "content", file)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := runbook.Parse(path, src)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	dir := t.TempDir()
+	f := &execFlags{useSandbox: "no", journal: filepath.Join(dir, "journal.jsonl"), kubeconfig: filepath.Join(dir, "no-kubeconfig")}
+	if k != nil {
+		f.kubeconfig, f.context = k.Kubeconfig, k.Context
+	}
+	if s != nil {
+		f.sshConfig, f.knownHosts, f.identity = s.Inventory.SSHConfig, s.Inventory.KnownHosts, stringList{s.Inventory.IdentityFile}
+	}
+	x, err := setupExecutor(context.Background(), f, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(x.Close)
+	if k != nil && x.kubeErr != nil {
+		t.Fatalf("kube runner: %v", x.kubeErr)
+	}
+	return &bundled{rb: rb, eng: x.engine, params: params}
+}
+
+// prepare asks the engine to run block id with the test's parameters, as the
+// page would (quoting the block's hash).
+func (b *bundled) prepare(t *testing.T, id string, confirmed bool) (*executor.Run, error) {
+	t.Helper()
+	blk := b.rb.BlockByID(id)
+	if blk == nil {
+		t.Fatalf("%s has no block %q", b.rb.Path, id)
+	}
+	return b.eng.Prepare(executor.Request{Runbook: b.rb, BlockID: id, Hash: blk.Hash, Params: b.params, Confirmed: confirmed})
+}
+
+// run prepares and executes block id within limit.
+func (b *bundled) run(t *testing.T, id string, confirmed bool, limit time.Duration) *executor.Record {
+	t.Helper()
+	r, err := b.prepare(t, id, confirmed)
+	if err != nil {
+		t.Fatalf("prepare %s: %v", id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	return r.Execute(ctx, discardSink{})
+}
+
+// verify runs block id and fails t unless it is verified.
+func (b *bundled) verify(t *testing.T, id string, confirmed bool) *executor.Record {
+	t.Helper()
+	rec := b.run(t, id, confirmed, 90*time.Second)
+	if rec.Status != executor.StatusVerified {
+		t.Fatalf("%s: %s after %.1fs: %q\noutput:\n%s", id, rec.Status, rec.Duration, rec.Reasons, rec.Output)
+	}
+	return rec
+}
+
+type discardSink struct{}
+
+func (discardSink) Output(string, []byte) {}
+func (discardSink) Event(executor.Event)  {}
+
+// ctxFor is a context that ends with t (or after d).
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+const (
+	kcmLockRole    = "system::leader-locking-kube-controller-manager"
+	migrationLease = "cloud-provider-extraction-migration"
+	kcmUser        = "system:kube-controller-manager"
+)
+
+// TestBundledCCMLeaseRBAC runs the leader-migration runbook's Lease RBAC
+// steps against the real kube-system Role the apiserver's RBAC bootstrap
+// creates, and its lease checks against Leases the test plays KCM for
+// (the rig's controller manager runs with --leader-elect=false).
+func TestBundledCCMLeaseRBAC(t *testing.T) {
+	k := testrig.Kube(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	ccmRole := "cairn-test-ccm-lock-" + k.Namespace[len(k.Namespace)-6:]
+	b := newBundled(t, "ccm-leader-migration.md", k, nil, map[string]string{"CCM_LEADER_ROLE": ccmRole})
+	roles := k.Client.RbacV1().Roles("kube-system")
+
+	// The bootstrap Role, restored afterwards (the apiserver reconciles it
+	// only when it starts).
+	orig, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// Older releases' bootstrap: configmap locking only.
+		orig, err = roles.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: kcmLockRole, Namespace: "kube-system"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"watch"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"kube-controller-manager"}, Verbs: []string{"get", "update"}},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the RBAC bootstrap made no %s; created one", kcmLockRole)
+		t.Cleanup(func() { _ = roles.Delete(context.Background(), kcmLockRole, metav1.DeleteOptions{}) })
+	case err != nil:
+		t.Fatal(err)
+	default:
+		t.Cleanup(func() {
+			err := retryOnConflict(func() error {
+				r, err := roles.Get(context.Background(), kcmLockRole, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				r.Rules = orig.Rules
+				_, err = roles.Update(context.Background(), r, metav1.UpdateOptions{})
+				return err
+			})
+			if err != nil {
+				t.Errorf("restore %s: %v", kcmLockRole, err)
+			}
+		})
+	}
+	t.Logf("%s before: %v", kcmLockRole, orig.Rules)
+	otherBefore := canI(t, k, "get", "cairn-unrelated-lease")
+
+	// The CCM's Role, as the provider's RBAC manifest would make it.
+	if _, err := roles.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: ccmRole}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"watch"}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = roles.Delete(context.Background(), ccmRole, metav1.DeleteOptions{}) })
+
+	t.Run("get-role", func(t *testing.T) {
+		rec := b.verify(t, "get-kcm-lock-role", false)
+		if !strings.Contains(rec.Output, "name: "+kcmLockRole) || !strings.Contains(rec.Output, "rules:") {
+			t.Errorf("get-kcm-lock-role printed:\n%s", rec.Output)
+		}
+	})
+
+	t.Run("patch-kcm-role", func(t *testing.T) {
+		if _, err := b.prepare(t, "patch-kcm-lock-role", false); !errors.Is(err, executor.ErrNeedsConfirm) {
+			t.Fatalf("unconfirmed patch: %v, want ErrNeedsConfirm", err)
+		}
+		rec := b.verify(t, "patch-kcm-lock-role", true)
+		if !strings.Contains(rec.Output, "role.rbac.authorization.k8s.io/"+kcmLockRole+" patched") {
+			t.Errorf("kubectl patch said:\n%s", rec.Output)
+		}
+		r, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isMigrationRule(r.Rules) {
+			t.Errorf("rules after the merge patch: %+v, want the one migration Lease rule", r.Rules)
+		}
+		for _, verb := range []string{"get", "update"} {
+			if !canI(t, k, verb, migrationLease) {
+				t.Errorf("%s may not %s lease %s after the patch", kcmUser, verb, migrationLease)
+			}
+		}
+		// The merge patch replaced the rules, as the runbook's caution says:
+		// a lease the old rules covered is no longer granted by the Role.
+		if otherBefore && canI(t, k, "get", "cairn-unrelated-lease") {
+			t.Errorf("%s may still get an unrelated lease: the merge patch did not replace the rules", kcmUser)
+		}
+	})
+
+	t.Run("can-i", func(t *testing.T) {
+		rec := b.verify(t, "can-i-migration-lease", false)
+		if rec.Output != "get: yes\nupdate: yes\n" {
+			t.Errorf("can-i printed %q", rec.Output)
+		}
+	})
+
+	t.Run("patch-ccm-role", func(t *testing.T) {
+		if _, err := b.prepare(t, "patch-ccm-lock-role", false); !errors.Is(err, executor.ErrNeedsConfirm) {
+			t.Fatalf("unconfirmed patch: %v, want ErrNeedsConfirm", err)
+		}
+		b.verify(t, "patch-ccm-lock-role", true)
+		r, err := roles.Get(ctx, ccmRole, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isMigrationRule(r.Rules) {
+			t.Errorf("%s rules after the patch: %+v", ccmRole, r.Rules)
+		}
+	})
+
+	t.Run("leases", func(t *testing.T) {
+		leases := k.Client.CoordinationV1().Leases("kube-system")
+		if _, err := leases.Get(ctx, "cloud-controller-manager", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Skipf("kube-system already has a cloud-controller-manager Lease (%v)", err)
+		}
+		b.verify(t, "check-no-ccm-lease", false)
+
+		// KCM's own lock, as a leader-electing KCM holds it.
+		holder := "cp0_" + k.Namespace
+		for _, name := range []string{"kube-controller-manager", migrationLease} {
+			if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Skipf("kube-system already has a %s Lease (%v)", name, err)
+			}
+			t.Cleanup(func() { _ = leases.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		}
+		if _, err := leases.Create(ctx, lease("kube-controller-manager", holder), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if rec := b.verify(t, "check-kcm-lease", false); !strings.Contains(rec.Output, "holderIdentity: "+holder) {
+			t.Errorf("check-kcm-lease printed:\n%s", rec.Output)
+		}
+		// The migration lock appears a moment after the wait starts.
+		created := make(chan error, 1)
+		go func() {
+			time.Sleep(time.Second)
+			_, err := leases.Create(context.Background(), lease(migrationLease, holder), metav1.CreateOptions{})
+			created <- err
+		}()
+		rec := b.verify(t, "wait-migration-lease", false)
+		if err := <-created; err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(rec.Output, "does not exist yet") || !strings.Contains(rec.Output, "lease.coordination.k8s.io/"+migrationLease+" condition met") {
+			t.Errorf("wait-migration-lease did not wait for the Lease:\n%s", rec.Output)
+		}
+		if rec := b.verify(t, "check-owner-kcm", false); !strings.Contains(rec.Output, migrationLease+": "+holder) {
+			t.Errorf("check-owner-kcm printed:\n%s", rec.Output)
+		}
+	})
+}
+
+func lease(name, holder string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+}
+
+// isMigrationRule reports whether rules are exactly the runbook's one rule
+// for the migration Lease.
+func isMigrationRule(rules []rbacv1.PolicyRule) bool {
+	if len(rules) != 1 {
+		return false
+	}
+	r := rules[0]
+	return slices.Equal(r.APIGroups, []string{"coordination.k8s.io"}) && slices.Equal(r.Resources, []string{"leases"}) &&
+		slices.Equal(r.ResourceNames, []string{migrationLease}) && slices.Equal(r.Verbs, []string{"create", "list", "get", "update"})
+}
+
+// canI asks the apiserver (a SubjectAccessReview) whether KCM's user may
+// verb the kube-system lease name.
+func canI(t *testing.T, k *testrig.KubeEnv, verb, name string) bool {
+	t.Helper()
+	sar, err := k.Client.AuthorizationV1().SubjectAccessReviews().Create(ctxFor(t, 20*time.Second), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: kcmUser, ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: "kube-system", Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: name,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed
+}
+
+func retryOnConflict(f func() error) error {
+	var err error
+	for range 5 {
+		if err = f(); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// Minimal Cilium CRDs: CiliumNode (cilium.io/v2, cluster-scoped) with the
+// IPAM fields the runbook reads, and CiliumPodIPPool (v2alpha1).
+const ciliumCRDs = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: ciliumnodes.cilium.io
+spec:
+  group: cilium.io
+  scope: Cluster
+  names: {plural: ciliumnodes, singular: ciliumnode, kind: CiliumNode, listKind: CiliumNodeList, shortNames: [cn, ciliumn]}
+  versions:
+  - name: v2
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+            properties:
+              ipam:
+                type: object
+                x-kubernetes-preserve-unknown-fields: true
+                properties:
+                  podCIDRs: {type: array, items: {type: string}}
+                  pools:
+                    type: object
+                    properties:
+                      allocated:
+                        type: array
+                        items:
+                          type: object
+                          required: [pool]
+                          properties:
+                            pool: {type: string}
+                            cidrs: {type: array, items: {type: string}}
+                      requested:
+                        type: array
+                        items: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: ciliumpodippools.cilium.io
+spec:
+  group: cilium.io
+  scope: Cluster
+  names: {plural: ciliumpodippools, singular: ciliumpodippool, kind: CiliumPodIPPool, listKind: CiliumPodIPPoolList, shortNames: [cpip]}
+  versions:
+  - name: v2alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+            properties:
+              ipv4:
+                type: object
+                properties:
+                  cidrs: {type: array, items: {type: string}}
+                  maskSize: {type: integer}
+`
+
+var (
+	ciliumNodes = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumnodes"}
+	ciliumPools = schema.GroupVersionResource{Group: "cilium.io", Version: "v2alpha1", Resource: "ciliumpodippools"}
+	crds        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+)
+
+// The runbook's example cluster: kind with a control plane and 3 workers.
+var kindPodCIDRs = map[string]string{
+	"kind-control-plane": "10.0.2.0/24",
+	"kind-worker":        "10.0.3.0/24",
+	"kind-worker2":       "10.0.0.0/24",
+	"kind-worker3":       "10.0.1.0/24",
+}
+
+// TestBundledCiliumMultiPool runs the Cilium runbook's kube blocks that make
+// sense without nodes against CiliumNode and CiliumPodIPPool objects of
+// minimal CRDs; the test plays Helm and the operator (moving each node's
+// PodCIDR from spec.ipam.podCIDRs to spec.ipam.pools.allocated).
+func TestBundledCiliumMultiPool(t *testing.T) {
+	k := testrig.Kube(t)
+	ctx := ctxFor(t, 4*time.Minute)
+	k.Kubectl(t, ciliumCRDs, "apply", "-f", "-")
+	t.Cleanup(func() {
+		k.KubectlErr(t, "", "delete", "crd", "ciliumnodes.cilium.io", "ciliumpodippools.cilium.io", "--wait=false")
+	})
+	for _, name := range []string{"ciliumnodes.cilium.io", "ciliumpodippools.cilium.io"} {
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			u, err := k.Dynamic.Resource(crds).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Fatalf("CRD %s not established: %v", name, err)
+		}
+	}
+	testNS := k.Namespace + "-ipam"
+	t.Cleanup(func() { k.KubectlErr(t, "", "delete", "namespace", testNS, "--ignore-not-found", "--wait=false") })
+	b := newBundled(t, "cilium-multipool.md", k, nil, map[string]string{
+		"CILIUM_VERSION":         "1.18.4",
+		"CILIUM_NAMESPACE":       k.Namespace, // cilium-config lives in the test's namespace, not kube-system
+		"TEST_NAMESPACE":         testNS,
+		"BGP_ADVERTISES_PODCIDR": "true",
+	})
+	nodes := k.Dynamic.Resource(ciliumNodes)
+	pools := k.Dynamic.Resource(ciliumPools)
+
+	t.Run("pools-allocated", func(t *testing.T) {
+		createNodes(t, k, kindPodCIDRs)
+		// Before: Cilium in cluster-pool mode.
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cilium-config"}, Data: map[string]string{
+			"ipam": "cluster-pool", "cluster-pool-ipv4-cidr": "10.0.0.0/8", "cluster-pool-ipv4-mask-size": "24",
+		}}
+		cms := k.Client.CoreV1().ConfigMaps(k.Namespace)
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.verify(t, "check-cluster-pool-config", false)
+		rec := b.verify(t, "record-podcidrs", false)
+		want := "kind-control-plane 10.0.2.0/24\nkind-worker 10.0.3.0/24\nkind-worker2 10.0.0.0/24\nkind-worker3 10.0.1.0/24"
+		if got := rec.Captures["PODCIDRS_BEFORE"]; got != want {
+			t.Errorf("PODCIDRS_BEFORE = %q, want %q", got, want)
+		}
+
+		// What the Helm upgrade does to cilium-config, and the default pool
+		// the operator creates (the runbook's own manifest for it).
+		cm.Data["ipam"], cm.Data["enable-cluster-pool-to-multi-pool-migration"] = "multi-pool", "true"
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.verify(t, "check-multipool-config", false)
+		k.Kubectl(t, defaultPoolManifest(t, b.rb), "apply", "-f", "-")
+		b.verify(t, "check-default-pool", false)
+
+		// The operator moves the nodes one by one while the block waits.
+		moved := moveNodes(t, k, []string{"kind-control-plane", "kind-worker", "kind-worker2", "kind-worker3"}, 300*time.Millisecond)
+		rec = b.verify(t, "wait-pools-allocated", false)
+		if err := <-moved; err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(rec.Output, "waiting: 0 of 4 ciliumnodes.cilium.io satisfy") {
+			t.Errorf("the wait did not see the nodes unmoved first:\n%s", rec.Output)
+		}
+		for n := range kindPodCIDRs {
+			if !strings.Contains(rec.Output, "ciliumnode.cilium.io/"+n+" condition met") {
+				t.Errorf("wait output lacks %s:\n%s", n, rec.Output)
+			}
+		}
+		if rec := b.verify(t, "compare-podcidrs", false); !strings.Contains(rec.Output, want+"\nPodCIDRs unchanged on every node") {
+			t.Errorf("compare-podcidrs printed:\n%s", rec.Output)
+		}
+
+		// The canary agent's request, as a restarted multi-pool agent makes it.
+		patch := `{"spec":{"ipam":{"pools":{"requested":[{"pool":"default","needed":{"ipv4-addrs":16}}]}}}}`
+		if _, err := nodes.Patch(ctx, "kind-worker", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.verify(t, "check-canary-requested", false)
+
+		b.verify(t, "label-default-pool", false)
+		if u, err := pools.Get(ctx, "default", metav1.GetOptions{}); err != nil || u.GetLabels()["pool"] != "default" {
+			t.Errorf("default pool labels %v (%v)", u.GetLabels(), err)
+		}
+		b.verify(t, "apply-second-pool", false)
+		u, err := pools.Get(ctx, "test-pool", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cidrs, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "ipv4", "cidrs")
+		mask, _, _ := unstructured.NestedInt64(u.Object, "spec", "ipv4", "maskSize")
+		if !slices.Equal(cidrs, []string{"11.0.0.0/8"}) || mask != 24 {
+			t.Errorf("test-pool spec.ipv4: cidrs %v, maskSize %d", cidrs, mask)
+		}
+	})
+
+	t.Run("one-node-never-moves", func(t *testing.T) {
+		createNodes(t, k, map[string]string{"kind-worker": "10.0.3.0/24", "kind-worker2": "10.0.0.0/24", "kind-worker3": "10.0.1.0/24"})
+		moved := moveNodes(t, k, []string{"kind-worker", "kind-worker2"}, 100*time.Millisecond)
+		// The block's own timeout is 10m; the test's deadline stands in for it.
+		start := time.Now()
+		rec := b.run(t, "wait-pools-allocated", false, 6*time.Second)
+		if err := <-moved; err != nil {
+			t.Fatal(err)
+		}
+		reasons := strings.Join(rec.Reasons, "; ")
+		t.Logf("wait-pools-allocated %s: %s", rec.Status, reasons)
+		if rec.Status != executor.StatusFailed || time.Since(start) > 20*time.Second {
+			t.Fatalf("status %s after %s: %s\n%s", rec.Status, time.Since(start), reasons, rec.Output)
+		}
+		if !strings.Contains(reasons, "2 of 3 do") || !strings.Contains(reasons, "kind-worker3 has") ||
+			strings.Contains(reasons, "kind-worker has") || strings.Contains(reasons, "kind-worker2 has") {
+			t.Errorf("reason does not name the one node that never moved: %s", reasons)
+		}
+		if len(rec.Hosts) != 1 || rec.Hosts[0].Exit != 1 {
+			t.Errorf("hosts %+v", rec.Hosts)
+		}
+	})
+
+	t.Run("test-workload", func(t *testing.T) {
+		// Without nodes the pods stay Pending, but the namespace, the
+		// Deployment, its scale and the clean-up are real.
+		b.verify(t, "apply-test-workload", false)
+		b.verify(t, "scale-test-workload", false)
+		d, err := k.Client.AppsV1().Deployments(testNS).Get(ctx, "nginx", metav1.GetOptions{})
+		if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 8 {
+			t.Fatalf("deployment after scale: %+v (%v)", d.Spec.Replicas, err)
+		}
+		if _, err := b.prepare(t, "delete-test-namespace", false); !errors.Is(err, executor.ErrNeedsConfirm) {
+			t.Fatalf("unconfirmed delete: %v, want ErrNeedsConfirm", err)
+		}
+		b.verify(t, "delete-test-namespace", true)
+		b.verify(t, "wait-test-namespace-gone", false)
+		if _, err := k.Client.CoreV1().Namespaces().Get(ctx, testNS, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("namespace %s after the wait: %v", testNS, err)
+		}
+	})
+}
+
+// createNodes replaces every CiliumNode with the given ones, each holding its
+// PodCIDR the cluster-pool way (spec.ipam.podCIDRs).
+func createNodes(t *testing.T, k *testrig.KubeEnv, cidrs map[string]string) {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	nodes := k.Dynamic.Resource(ciliumNodes)
+	if err := nodes.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, cidr := range cidrs {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"ipam": map[string]any{"podCIDRs": []any{cidr}}},
+		}}
+		if _, err := nodes.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// moveNodes does what the operator's migration does to each named node, one
+// every gap: the PodCIDR moves to the default pool's allocation.
+func moveNodes(t *testing.T, k *testrig.KubeEnv, names []string, gap time.Duration) <-chan error {
+	nodes := k.Dynamic.Resource(ciliumNodes)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var errs []error
+		for _, n := range names {
+			time.Sleep(gap)
+			cidr := kindPodCIDRs[n]
+			patch := fmt.Sprintf(`{"spec":{"ipam":{"podCIDRs":null,"pools":{"allocated":[{"pool":"default","cidrs":[%q]}]}}}}`, cidr)
+			if _, err := nodes.Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		done <- errors.Join(errs...)
+	}()
+	return done
+}
+
+// defaultPoolManifest is the runbook's display-only manifest of the default
+// CiliumPodIPPool (the tip for creating it by hand).
+func defaultPoolManifest(t *testing.T, rb *runbook.Runbook) string {
+	t.Helper()
+	for _, blk := range rb.Blocks {
+		if blk.Role == runbook.RoleDisplay && blk.Lang == "yaml" && strings.Contains(blk.Content, "kind: CiliumPodIPPool") && strings.Contains(blk.Content, "name: default") {
+			return blk.Content
+		}
+	}
+	t.Fatal("the runbook has no default CiliumPodIPPool manifest")
+	return ""
+}
+
+// The files of the kubeadm runbook's certificate distribution.
+var (
+	sharedCerts = []string{"ca.crt", "ca.key", "sa.key", "sa.pub", "front-proxy-ca.crt", "front-proxy-ca.key", "etcd/ca.crt"}
+	etcdCAKey   = "etcd/ca.key"
+	etcdClient  = []string{"apiserver-etcd-client.crt", "apiserver-etcd-client.key"}
+)
+
+// TestBundledKubeadmCertCopy runs the kubeadm runbook's manual certificate
+// distribution over SSH: from cp0's private /etc/kubernetes/pki to cp1 and
+// cp2, checked on each host (content and mode), cp0's originals intact and
+// this machine's /etc/kubernetes untouched.
+func TestBundledKubeadmCertCopy(t *testing.T) {
+	s := testrig.SSH(t)
+	if !slices.Contains(s.Inventory.PrivateDirs, "/etc/kubernetes") {
+		msg := fmt.Sprintf("the hosts share this machine's /etc/kubernetes (%s mode): a copy between them would be a copy onto itself", s.Inventory.Mode)
+		if testrig.InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	hostPKI := pathState(t, "/etc/kubernetes/pki")
+	params := map[string]string{
+		"CERT_DISTRIBUTION":   "copy",
+		"ETCD_TOPOLOGY":       "stacked",
+		"LOAD_BALANCER_DNS":   "lb.cairn.test",
+		"FIRST_CP":            "cp0",
+		"CONTROL_PLANE_HOSTS": "cp1 cp2",
+	}
+	b := newBundled(t, "kubeadm-ha.md", nil, s, params)
+	targets := []string{"cp1", "cp2"}
+	all := append(append(slices.Clone(sharedCerts), etcdCAKey), etcdClient...)
+	t.Cleanup(func() {
+		for _, h := range []string{"cp0", "cp1", "cp2"} {
+			s.Run(t, h, "rm -rf /etc/kubernetes/pki")
+		}
+	})
+
+	// Source files on cp0, written over SSH: certificates 0644, keys 0600,
+	// each with its own content; nothing on the targets yet.
+	s.Run(t, "cp0", `set -e
+rm -rf /etc/kubernetes/pki
+install -d -m 0755 /etc/kubernetes/pki/etcd
+cd /etc/kubernetes/pki
+for f in `+strings.Join(all, " ")+`; do
+  { echo "-----BEGIN $f-----"; head -c 900 /dev/urandom | base64; echo "-----END $f-----"; } > "$f"
+  case "$f" in *.key) chmod 0600 "$f" ;; *) chmod 0644 "$f" ;; esac
+done`)
+	for _, h := range targets {
+		s.Run(t, h, "rm -rf /etc/kubernetes/pki")
+	}
+	src := fileStates(t, s, "cp0", all)
+
+	t.Run("copy-shared-certs", func(t *testing.T) {
+		b.verify(t, "prepare-pki-dirs", false)
+		rec := b.verify(t, "copy-shared-certs", false)
+		if len(rec.Hosts) != 2 || rec.Hosts[0].Host != "cp1" || rec.Hosts[1].Host != "cp2" {
+			t.Fatalf("copy ran on %+v", rec.Hosts)
+		}
+		for _, h := range targets {
+			got := fileStates(t, s, h, all)
+			for _, f := range sharedCerts {
+				if got[f] != src[f] {
+					t.Errorf("%s:/etc/kubernetes/pki/%s is %q, cp0's is %q", h, f, got[f], src[f])
+				}
+				if !strings.Contains(rec.Output, fmt.Sprintf("copied cp0:/etc/kubernetes/pki/%s -> %s:/etc/kubernetes/pki/%s", f, h, f)) {
+					t.Errorf("copy output lacks %s on %s:\n%s", f, h, rec.Output)
+				}
+			}
+			// Only the listed files: the etcd CA key and the etcd client
+			// certificate have steps of their own.
+			for _, f := range append([]string{etcdCAKey}, etcdClient...) {
+				if got[f] != "absent" {
+					t.Errorf("%s:/etc/kubernetes/pki/%s was copied too (%s)", h, f, got[f])
+				}
+			}
+		}
+	})
+
+	t.Run("copy-etcd-ca-key", func(t *testing.T) {
+		b.verify(t, "copy-etcd-ca-key", false)
+		for _, h := range targets {
+			if got := fileStates(t, s, h, []string{etcdCAKey}); got[etcdCAKey] != src[etcdCAKey] {
+				t.Errorf("%s:%s is %q, cp0's is %q", h, etcdCAKey, got[etcdCAKey], src[etcdCAKey])
+			}
+		}
+		// With external etcd the key is not copied: the block's condition
+		// is false, and the client certificate is copied instead.
+		b.params["ETCD_TOPOLOGY"] = "external"
+		defer func() { b.params["ETCD_TOPOLOGY"] = "stacked" }()
+		if _, err := b.prepare(t, "copy-etcd-ca-key", false); !errors.Is(err, executor.ErrConditionFalse) {
+			t.Errorf("copy-etcd-ca-key with external etcd: %v, want ErrConditionFalse", err)
+		}
+		b.verify(t, "copy-etcd-client-cert", false)
+		for _, h := range targets {
+			got := fileStates(t, s, h, etcdClient)
+			for _, f := range etcdClient {
+				if got[f] != src[f] {
+					t.Errorf("%s:%s is %q, cp0's is %q", h, f, got[f], src[f])
+				}
+			}
+		}
+	})
+
+	t.Run("secure-copied-keys", func(t *testing.T) {
+		b.verify(t, "secure-copied-keys", false)
+		for _, h := range targets {
+			if out := s.Run(t, h, `find /etc/kubernetes/pki -name '*.key' ! -perm 0600`); out != "" {
+				t.Errorf("%s: keys not 0600 after secure-copied-keys: %s", h, out)
+			}
+		}
+	})
+
+	// cp0's originals are intact; this machine's /etc/kubernetes is not
+	// touched.
+	if got := fileStates(t, s, "cp0", all); !maps.Equal(got, src) {
+		t.Errorf("cp0's files changed:\n%v\nwas\n%v", got, src)
+	}
+	if got := pathState(t, "/etc/kubernetes/pki"); got != hostPKI {
+		t.Errorf("this machine's /etc/kubernetes/pki: %s, was %s", got, hostPKI)
+	}
+}
+
+// fileStates returns "MODE SHA256" (or "absent") of each file under host's
+// /etc/kubernetes/pki, read over SSH.
+func fileStates(t *testing.T, s *testrig.SSHEnv, host string, files []string) map[string]string {
+	t.Helper()
+	out := s.Run(t, host, `cd /etc/kubernetes/pki 2>/dev/null || exit 0
+for f in `+strings.Join(files, " ")+`; do
+  if [ -f "$f" ]; then echo "$f $(stat -c %a "$f") $(sha256sum < "$f" | cut -d' ' -f1)"; fi
+done`)
+	got := map[string]string{}
+	for _, f := range files {
+		got[f] = "absent"
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f, rest, ok := strings.Cut(line, " "); ok {
+			got[f] = rest
+		}
+	}
+	return got
+}
+
+// pathState describes path on this machine: absent, or its entries.
+func pathState(t *testing.T, path string) string {
+	t.Helper()
+	ents, err := os.ReadDir(path)
+	if os.IsNotExist(err) {
+		return "absent"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return fmt.Sprint(names)
+}
