@@ -474,6 +474,11 @@ func (g *gen) block(b *runbook.Block) {
 	if b.Title != "" {
 		g.p("# %s\n", oneLine(b.Title))
 	}
+	if len(b.Redact) > 0 {
+		// Refused rather than ignored: output the page would redact must not
+		// reach a terminal or log unredacted.
+		g.fail(b, "redact= patterns cannot be exported yet (secret= captures and secret parameters can)")
+	}
 	g.p("%s() {\n", fn("block", b))
 	g.p("\tcairn_begin %s %s %s\n", q(b.ID), q(string(b.Target)), q(g.badge(b)))
 	if b.When != nil {
