@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/cairn-dev/cairn/internal/loopback"
 )
 
 // ServerOptions configure the development server.
@@ -326,26 +328,12 @@ func (s *Server) Handler() http.Handler {
 // page cannot reach the server through DNS rebinding.
 func loopbackOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !IsLoopbackHost(r.Host) {
+		if !loopback.IsHost(r.Host) {
 			http.Error(w, "forbidden host", http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// IsLoopbackHost reports whether a Host header names this machine's loopback.
-func IsLoopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {

@@ -66,20 +66,9 @@ func runBuild(ctx context.Context, m *Main, args []string) error {
 		opts.Progress = m.Stderr
 		fmt.Fprintf(m.Stderr, "building %s → %s\n", sf.content, *out)
 	}
-	b, err := site.New(opts)
+	res, err := buildSite(ctx, m, opts, fmt.Sprintf("build failed: %%d problems; %s left as it was", *out))
 	if err != nil {
 		return err
-	}
-	res, err := b.Build(ctx)
-	if err != nil {
-		return err
-	}
-	if len(res.Diagnostics) > 0 {
-		for _, d := range res.Diagnostics {
-			fmt.Fprintln(m.Stderr, d.String())
-		}
-		fmt.Fprintf(m.Stderr, "build failed: %d problems; %s left as it was\n", len(res.Diagnostics), *out)
-		return errSilent
 	}
 	if err := site.WriteDir(*out, res.Files); err != nil {
 		return err
@@ -121,4 +110,25 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// buildSite builds the site; problems in runbooks are printed, followed by
+// failMsg (with %d for their number), and end the command.
+func buildSite(ctx context.Context, m *Main, opts site.Options, failMsg string) (*site.Result, error) {
+	b, err := site.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.Build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Diagnostics) > 0 {
+		for _, d := range res.Diagnostics {
+			fmt.Fprintln(m.Stderr, d.String())
+		}
+		fmt.Fprintf(m.Stderr, failMsg+"\n", len(res.Diagnostics))
+		return nil, errSilent
+	}
+	return res, nil
 }

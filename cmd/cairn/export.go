@@ -34,17 +34,9 @@ func runExport(ctx context.Context, m *Main, args []string) error {
 	out := flags.String("o", "", "write the script to this file (mode 0755) instead of standard output")
 	bundle := flags.String("bundle", "", "write an offline bundle (tar.gz) of every runbook in --content")
 	withBinary := flags.Bool("with-binary", false, "with --bundle: cross-compile cairn for linux/amd64 and linux/arm64 into it (needs the go toolchain and the cairn sources)")
-	var positional []string
-	rest := args
-	for {
-		if err := parseFlags(flags, rest); err != nil {
-			return done(err)
-		}
-		if flags.NArg() == 0 {
-			break
-		}
-		positional = append(positional, flags.Arg(0))
-		rest = flags.Args()[1:]
+	positional, err := parseInterleaved(flags, args)
+	if err != nil {
+		return done(err)
 	}
 	if *bundle != "" {
 		if len(positional) > 0 || *out != "" {
@@ -89,20 +81,9 @@ func exportBundle(ctx context.Context, m *Main, content, out string, withBinary 
 	if fi, err := os.Stat(content); err != nil || !fi.IsDir() {
 		return &usageError{cmd: "export", msg: fmt.Sprintf("--content %s: not a folder", content)}
 	}
-	b, err := site.New(site.Options{Content: content})
+	res, err := buildSite(ctx, m, site.Options{Content: content}, "bundle not written: %d problems")
 	if err != nil {
 		return err
-	}
-	res, err := b.Build(ctx)
-	if err != nil {
-		return err
-	}
-	if len(res.Diagnostics) > 0 {
-		for _, d := range res.Diagnostics {
-			fmt.Fprintln(m.Stderr, d.String())
-		}
-		fmt.Fprintf(m.Stderr, "bundle not written: %d problems\n", len(res.Diagnostics))
-		return errSilent
 	}
 	// The paths scripts name: relative to the content folder's parent, so
 	// that the same content gives the same bundle wherever it lies.

@@ -48,3 +48,19 @@ func done(err error) error {
 	}
 	return err
 }
+
+// parseInterleaved parses flags that may come before or after positional
+// arguments (cairn run x.md --step a) and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

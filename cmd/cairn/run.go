@@ -36,18 +36,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	flags.Var(&captures, "capture", "value an earlier run captured, NAME=VALUE (repeatable; non-secret ones are taken from the journal)")
 	var ef execFlags
 	ef.register(flags)
-	// Flags may follow the runbook: cairn run x.md --step a.
-	var positional []string
-	rest := args
-	for {
-		if err := parseFlags(flags, rest); err != nil {
-			return done(err)
-		}
-		if flags.NArg() == 0 {
-			break
-		}
-		positional = append(positional, flags.Arg(0))
-		rest = flags.Args()[1:]
+	positional, err := parseInterleaved(flags, args)
+	if err != nil {
+		return done(err)
 	}
 	if len(positional) != 1 {
 		return &usageError{cmd: "run", msg: "give exactly one RUNBOOK (a file or a slug)"}

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"sort"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/internal/loopback"
 	"github.com/cairn-dev/cairn/runbook"
 )
 
@@ -133,7 +133,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		w.Header().Set("Vary", "Origin")
 		// DNS rebinding: a page on evil.example that resolves to 127.0.0.1
 		// still sends Host: evil.example.
-		if !IsLoopbackHost(r.Host) {
+		if !loopback.IsHost(r.Host) {
 			fail(w, http.StatusForbidden, "bad_host", "Host %q is not a loopback name", r.Host)
 			return
 		}
@@ -186,20 +186,6 @@ func (s *Server) originAllowed(origin string) bool {
 		}
 	}
 	return false
-}
-
-// IsLoopbackHost reports whether a Host header names the loopback interface.
-func IsLoopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
