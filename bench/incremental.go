@@ -32,8 +32,8 @@ type update struct {
 // then changes one runbook's body at a time and measures from the write to
 // the server's OnUpdate. Each edit goes to another file and appends a
 // paragraph, so navigation stays the same and one page is re-rendered.
-func incremental(ctx context.Context, content string, paths []string, edits int, out io.Writer) (*incResult, error) {
-	b, err := site.New(site.Options{Content: content, Dev: true})
+func incremental(ctx context.Context, opts site.Options, paths []string, edits int, out io.Writer) (*incResult, error) {
+	b, err := site.New(opts)
 	if err != nil {
 		return nil, err
 	}
