@@ -328,11 +328,14 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 		kept = append(kept, e)
 	}
 	good = kept
-	site := &SiteData{Title: b.opts.Title, Lang: siteLang(good)}
+	site := &SiteData{Title: b.opts.Title, Lang: siteLang(good), NavCompact: len(good) > NavInlineMax}
 	for _, e := range good {
 		site.Runbooks = append(site.Runbooks, summaryOf(e.rb, stringsFor(e.rb.Meta.Lang)))
 		res.Runbooks = append(res.Runbooks, e.rb)
 		res.Steps += len(e.rb.Steps)
+	}
+	if site.NavCompact {
+		res.Files["nav.js"] = navJS(site)
 	}
 	// Page data is made here, in order (Decorate need not be safe for
 	// concurrent use); the templates then run in parallel.
@@ -441,6 +444,11 @@ func (b *Builder) runbookPage(site *SiteData, e *entry) *Page {
 	}
 	rd.Steps = stepsOf(rb)
 	page := &Page{Site: site, Lang: rb.Meta.Lang, T: t, Root: "../", Kind: "runbook", Runbook: rd, Dev: b.opts.Dev, Title: rb.Meta.Title}
+	for i := range site.Runbooks {
+		if site.Runbooks[i].Slug == rb.Slug {
+			page.Current = &site.Runbooks[i]
+		}
+	}
 	page.JSON = pageJSON(rb)
 	return page
 }
@@ -685,4 +693,18 @@ func chromaCSS() ([]byte, error) {
 		out.WriteString(line + "\n")
 	}
 	return out.Bytes(), nil
+}
+
+// navJS lists every runbook for the page script (compact navigation).
+func navJS(site *SiteData) []byte {
+	type item struct {
+		Slug  string `json:"slug"`
+		Title string `json:"title"`
+	}
+	items := make([]item, len(site.Runbooks))
+	for i, r := range site.Runbooks {
+		items[i] = item{r.Slug, r.Title}
+	}
+	j, _ := json.Marshal(items)
+	return append(append([]byte("window.CAIRN_NAV="), j...), ";\nif (window.Cairn && window.Cairn.fillNav) window.Cairn.fillNav();\n"...)
 }

@@ -21,6 +21,8 @@ type Page struct {
 	Executor string
 	// Extra holds HTML a decorator adds at the end of <body>.
 	Extra template.HTML
+	// Current is the page's runbook in Site.Runbooks (nil on other pages).
+	Current *RunbookSummary
 }
 
 // SiteData describes the whole site for navigation.
@@ -28,7 +30,15 @@ type SiteData struct {
 	Title    string
 	Lang     string
 	Runbooks []RunbookSummary
+	// NavCompact is set on sites with more than NavInlineMax runbooks:
+	// pages then list only their own runbook in the sidebar and the page
+	// script fills in the others from nav.js, so a page does not carry the
+	// whole site's navigation.
+	NavCompact bool
 }
+
+// NavInlineMax is the largest site whose every page lists every runbook.
+const NavInlineMax = 50
 
 // RunbookSummary is one runbook in navigation and on the index.
 type RunbookSummary struct {

@@ -160,7 +160,7 @@ func watchTree(w *fsnotify.Watcher, root string) error {
 
 // debounce gathers events this long before a rebuild, since editors write
 // a file in several steps.
-const debounce = 30 * time.Millisecond
+const debounce = 10 * time.Millisecond
 
 func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 	pending := map[string]bool{}

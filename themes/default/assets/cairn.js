@@ -122,6 +122,33 @@
     Cairn.setTheme = function (theme) { apply(theme === "dark" ? "dark" : "light", true); };
   }
 
+  // ---------- compact navigation ----------
+  // Large sites list only the current runbook in each page; the others come
+  // from nav.js, which calls this when it loads (it may load before or after
+  // this script runs).
+  Cairn.fillNav = function () {
+    var list = $("#sidebar ul.nav-runbooks[data-compact]");
+    if (!list || list.getAttribute("data-filled") || !Array.isArray(window.CAIRN_NAV)) return;
+    list.setAttribute("data-filled", "true");
+    var current = $(".nav-runbook.current", list), all = $(".nav-all", list);
+    var frag = doc.createDocumentFragment();
+    window.CAIRN_NAV.forEach(function (r) {
+      if (current && r.slug === current.getAttribute("data-slug")) {
+        list.insertBefore(frag, current);
+        frag = doc.createDocumentFragment();
+        return;
+      }
+      var li = el("li", "nav-runbook");
+      li.setAttribute("data-slug", r.slug);
+      var a = el("a", null, r.title);
+      a.href = ROOT + r.slug + "/" + (IS_FILE ? "index.html" : "");
+      li.appendChild(a);
+      frag.appendChild(li);
+    });
+    list.insertBefore(frag, all);
+    if (all) all.remove();
+  };
+
   // ---------- sidebar (phone menu) ----------
   function initSidebar() {
     var btn = $(".menu-toggle"), side = $("#sidebar"), backdrop = $(".sidebar-backdrop");
@@ -141,6 +168,7 @@
     on(doc, "keydown", function (e) {
       if (e.key === "Escape" && doc.body.classList.contains("sidebar-open")) { set(false); btn.focus(); }
     });
+    Cairn.fillNav();
     // Scroll the current runbook into view in a long sidebar.
     var cur = $(".nav-runbook.current", side);
     if (cur && cur.offsetTop > side.clientHeight - 80) side.scrollTop = cur.offsetTop - 40;

@@ -1,0 +1,53 @@
+package site_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+	"github.com/cairn-dev/cairn/site"
+)
+
+// TestBrowserCompactNav: on a site with more than site.NavInlineMax
+// runbooks, a page carries only its own runbook in the sidebar and the page
+// script fills in the rest from nav.js, in order, over HTTP and from file://.
+func TestBrowserCompactNav(t *testing.T) {
+	content := t.TempDir()
+	n := site.NavInlineMax + 5
+	for i := 0; i < n; i++ {
+		md := fmt.Sprintf("---\ntitle: Runbook %03d\nweight: %d\n---\n## Step one {#one}\n\ntext\n\n## Step two {#two}\n\ntext\n", i, i)
+		if err := os.WriteFile(filepath.Join(content, fmt.Sprintf("r%03d.md", i)), []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := buildSite(t, content)
+	page, _ := os.ReadFile(filepath.Join(dir, "r010", "index.html"))
+	if strings.Count(string(page), `<li class="nav-runbook`) > 2 {
+		t.Fatalf("a compact page lists other runbooks itself")
+	}
+	srv := serve(t, dir)
+	ctx := testrig.Browser(t)
+	w := &pageWatch{allowed: []string{srv.URL + "/", "file://" + dir + "/"}}
+	w.listen(t, ctx)
+	for _, u := range []string{srv.URL + "/r010/", "file://" + filepath.Join(dir, "r010", "index.html")} {
+		open(t, ctx, u)
+		waitFor(t, ctx, `document.querySelector("#sidebar ul[data-filled]")`)
+		got := eval[string](t, ctx, `Array.from(document.querySelectorAll("#sidebar .nav-runbook > a")).map(a => a.textContent).join("|")`)
+		items := strings.Split(got, "|")
+		if len(items) != n || items[0] != "Runbook 000" || items[10] != "Runbook 010" || items[n-1] != fmt.Sprintf("Runbook %03d", n-1) {
+			t.Errorf("%s: sidebar = %d items %q…", u, len(items), items[:min(3, len(items))])
+		}
+		if steps := eval[int](t, ctx, `document.querySelectorAll("#sidebar .nav-runbook.current .nav-steps li").length`); steps != 2 {
+			t.Errorf("%s: the current runbook shows %d steps", u, steps)
+		}
+		if strings.HasPrefix(u, "file://") {
+			if href := eval[string](t, ctx, `document.querySelector("#sidebar .nav-runbook:not(.current) a").getAttribute("href")`); !strings.HasSuffix(href, "/index.html") {
+				t.Errorf("file:// link %q", href)
+			}
+		}
+		w.check(t, u)
+	}
+}
