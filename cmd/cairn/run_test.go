@@ -89,3 +89,28 @@ func TestDaemonFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestRunWriteBack: --write-back records verified output in the Markdown,
+// in place on the next run, and the file still parses.
+func TestRunWriteBack(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wb.md")
+	src := "---\ntitle: wb\n---\n## one {#one}\n\n```bash {#hello target=local}\necho \"hello $((1+1))\"\n```\n\nafter\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"run", path, "--write-back", "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none"), "--journal", filepath.Join(dir, "j.jsonl")}
+	for i := 0; i < 2; i++ {
+		if code, out, errOut := run(t, args...); code != exitOK {
+			t.Fatalf("run %d: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+	data, _ := os.ReadFile(path)
+	got := string(data)
+	if strings.Count(got, "{output=hello status=verified") != 1 || !strings.Contains(got, "hello 2\n```") || !strings.HasSuffix(got, "\nafter\n") {
+		t.Fatalf("after two runs:\n%s", got)
+	}
+	if code, _, errOut := run(t, "check", path); code != exitOK {
+		t.Fatalf("the written file does not check: %s", errOut)
+	}
+}
