@@ -41,6 +41,9 @@ fuzz:
 ## bench: time cairn build against Hugo on 1,000 generated runbooks, and incremental rebuilds (not part of test)
 bench: build
 	$(GO) run ./bench --cairn $(BIN)
+	@echo
+	@echo "executor: request to first output, and 100 MB streamed to an SSE client (throughput, peak heap)"
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./executor/daemon
 
 clean:
 	rm -rf bin public

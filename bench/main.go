@@ -364,7 +364,7 @@ func report(out io.Writer, c config, tools []tool, inc *incResult) {
 	if inc != nil && len(inc.latency) > 0 {
 		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s   target < %s\n", "incremental write→OnUpdate", len(inc.latency),
 			ms(median(inc.latency)), ms(slices.Min(inc.latency)), ms(slices.Max(inc.latency)), ms(targetIncremental))
-		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s   (Builder.Update; the rest is fsnotify and the server's 30 ms debounce)\n", "  of which Update",
+		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s   (Builder.Update; the rest is fsnotify and the server's debounce)\n", "  of which Update",
 			len(inc.update), ms(median(inc.update)), ms(slices.Min(inc.update)), ms(slices.Max(inc.update)))
 		if inc.timeouts > 0 {
 			missed = append(missed, fmt.Sprintf("MISSED: %d of %d edits got no rebuild within %s", inc.timeouts, inc.timeouts+len(inc.latency), editTimeout))
