@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/alecthomas/chroma/v2"
-	"github.com/alecthomas/chroma/v2/lexers"
 	"github.com/yuin/goldmark"
 	gast "github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
@@ -490,12 +489,7 @@ func (r *nodeRenderer) code(w util.BufWriter, b *runbook.Block, exec bool) {
 // highlight writes chroma tokens as <span class="CLASS"> using chroma's short
 // CSS class names, so one stylesheet serves light and dark themes.
 func highlight(w util.BufWriter, lang, src string, refs []runbook.Ref, lineNos bool) {
-	lexer := lexers.Get(lang)
-	if lang == "" || lexer == nil {
-		lexer = lexers.Fallback
-	}
-	lexer = chroma.Coalesce(lexer)
-	it, err := lexer.Tokenise(nil, src)
+	toks, err := tokenize(lang, src)
 	if err != nil {
 		w.WriteString(html.EscapeString(src))
 		return
@@ -549,7 +543,7 @@ func highlight(w util.BufWriter, lang, src string, refs []runbook.Ref, lineNos b
 			}
 		}
 	}
-	for tok := it(); tok != chroma.EOF; tok = it() {
+	for _, tok := range toks {
 		emit(chroma.StandardTypes[tok.Type], tok.Value)
 	}
 	if inRef {
