@@ -117,7 +117,7 @@ func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetu
 		x.notes = append(x.notes, "kube blocks use "+kr.Target().String())
 	} else {
 		x.kubeErr = err
-		x.notes = append(x.notes, "kube blocks are off: "+err.Error())
+		x.notes = append(x.notes, "kube blocks are off: "+err.Error()+" (start the sandbox with `make sandbox`, or pass --kubeconfig and --context)")
 		e.KubeWhere = func(*runbook.Runbook) (string, error) {
 			return "", fmt.Errorf("%w: %v (pass --kubeconfig/--context, or start the sandbox)", executor.ErrContextRefused, err)
 		}
