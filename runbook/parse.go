@@ -28,17 +28,36 @@ const (
 	// Before goldmark's own block parsers (list items are 300): a ::: line
 	// starts a container wherever a block can start.
 	containerPriority = 90
+	// The model is built after goldmark's own transformers have run.
+	modelPriority = 1000
 )
 
-// Extension adds Cairn's block syntax (::: containers) to a goldmark parser.
-// Parse uses it; renderers register their own NodeRenderers for the nodes
-// in package runbook/ast.
+// stateKey carries the runbook being built from Parse to the transformer.
+var stateKey = parser.NewContextKey()
+
+// modelTransformer turns the parsed document into the runbook model: steps,
+// blocks and containers are validated and replaced by runbook/ast nodes.
+type modelTransformer struct{}
+
+func (modelTransformer) Transform(doc *gast.Document, _ text.Reader, pc parser.Context) {
+	if p, ok := pc.Get(stateKey).(*parseState); ok {
+		p.transform(doc)
+		p.resolve()
+	}
+}
+
+// Extension adds Cairn's block syntax (::: containers) and the transformer
+// that builds the runbook model to a goldmark parser. Parse uses it;
+// renderers register their own NodeRenderers for the nodes in runbook/ast.
 var Extension goldmark.Extender = extender{}
 
 type extender struct{}
 
 func (extender) Extend(m goldmark.Markdown) {
-	m.Parser().AddOptions(parser.WithBlockParsers(util.Prioritized(containerParser{}, containerPriority)))
+	m.Parser().AddOptions(
+		parser.WithBlockParsers(util.Prioritized(containerParser{}, containerPriority)),
+		parser.WithASTTransformers(util.Prioritized(modelTransformer{}, modelPriority)),
+	)
 }
 
 var markdown = sync.OnceValue(func() goldmark.Markdown {
@@ -72,10 +91,8 @@ func Parse(path string, src []byte) (*Runbook, error) {
 	p.bodyOff = bodyOff
 
 	pc := parser.NewContext()
-	doc := markdown().Parser().Parse(text.NewReader(rb.Body), parser.WithContext(pc))
-	rb.Doc = doc
-	p.transform(doc)
-	p.resolve()
+	pc.Set(stateKey, p)
+	rb.Doc = markdown().Parser().Parse(text.NewReader(rb.Body), parser.WithContext(pc))
 	if len(p.diags) == 0 {
 		return rb, nil
 	}
