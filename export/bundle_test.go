@@ -180,7 +180,9 @@ echo SCRIPTS-OK`
 	})
 
 	t.Run("chromium", func(t *testing.T) {
-		ctx := testrig.Browser(t)
+		// Chromium itself runs in a network namespace with no network, and
+		// every request it makes is listened to as well.
+		ctx := testrig.OfflineBrowser(t)
 		var mu sync.Mutex
 		var requests []string
 		err := chromedp.Listen(ctx, func(ev any) {

@@ -2,7 +2,10 @@ package testrig
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -41,10 +44,49 @@ func Browser(t testing.TB) context.Context {
 	if path == "" {
 		unavailable(t, "headless Chromium", &sandbox.MissingError{Name: "chromium", Where: "PATH", Install: "apt-get install -y chromium"})
 	}
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir())}
+	return startBrowser(t, path, path)
+}
+
+// OfflineBrowser is Browser in a network namespace of its own with no
+// network at all (not even loopback is up): what a page loads from file://
+// there proves it needs no network. chromedp talks to it over
+// --remote-debugging-pipe, since no TCP port can reach it. It needs root and
+// unshare; like every rig component it fails under CI=true when missing.
+func OfflineBrowser(t testing.TB) context.Context {
+	t.Helper()
+	if testing.Short() && !InCI() {
+		t.Skip("testrig: no browser under -short")
+	}
+	path := ""
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		unavailable(t, "headless Chromium", &sandbox.MissingError{Name: "chromium", Where: "PATH", Install: "apt-get install -y chromium"})
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		unavailable(t, "a network namespace for Chromium (root and unshare)", fmt.Errorf("euid %d, unshare: %v", os.Geteuid(), err))
+	}
+	wrapper := filepath.Join(t.TempDir(), "chromium-offline")
+	script := "#!/bin/sh\nexec " + unshare + " --net -- " + path + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return startBrowser(t, wrapper, path+" in a network namespace", chromedp.Flag("remote-debugging-pipe", true))
+}
+
+func startBrowser(t testing.TB, exe, name string, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	path := name
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir())}
 	for _, f := range chromiumFlags {
 		opts = append(opts, chromedp.Flag(f, true))
 	}
+	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
 	t.Cleanup(func() {

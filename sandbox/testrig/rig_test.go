@@ -331,3 +331,29 @@ func TestBrowserRendersLocalPage(t *testing.T) {
 		t.Errorf("title %q, text %q", title, text)
 	}
 }
+
+// TestOfflineBrowser: the offline browser renders a file:// page, and cannot
+// reach a server on this machine's loopback.
+func TestOfflineBrowser(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "reached") }))
+	defer srv.Close()
+	page := filepath.Join(t.TempDir(), "p.html")
+	os.WriteFile(page, []byte(`<title>offline</title><p id=x>from a file</p>`), 0o644)
+	ctx := testrig.OfflineBrowser(t)
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(tctx, chromedp.Navigate("file://"+page)); err != nil {
+		t.Fatal(err)
+	}
+	text, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("x").textContent`))
+	if err != nil || text != "from a file" {
+		t.Fatalf("page text %q, %v", text, err)
+	}
+	got, err := chromedp.Run(tctx, chromedp.Evaluate[string](`fetch(`+"`"+srv.URL+"`"+`).then(r => r.text()).catch(e => "failed: " + e)`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got, "failed") {
+		t.Fatalf("the offline browser reached %s: %q", srv.URL, got)
+	}
+}
