@@ -57,6 +57,10 @@ type Builder struct {
 	// shared is the last index and 404 page with what they were made from,
 	// so that an update which changes no navigation does not redo them.
 	shared *sharedPages
+	// The search index: each runbook's marshalled entries, and the joined
+	// files once assembled (nil until asked for after a change).
+	searchOf             [][]byte
+	searchJSON, searchJS []byte
 }
 
 // entry is one runbook's latest good parse and render.
@@ -79,6 +83,9 @@ type Result struct {
 	Rendered    int // pages rendered in this build (all on a full build)
 	Diagnostics runbook.Diagnostics
 	Duration    time.Duration
+	// SearchDeferred means Files lacks search.json and search.js (an
+	// incremental update); Builder.SearchFiles makes them when wanted.
+	SearchDeferred bool
 }
 
 // New loads the theme and returns a Builder.
@@ -385,36 +392,21 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 		b.shared = &sharedPages{theme: th, site: site, index: res.Files["index.html"], notFound: res.Files["404.html"]}
 		b.mu.Unlock()
 	}
-	// The same bytes as json.Marshal of all entries: "null" when there are
-	// none, else the entries' elements joined with commas. search.json is
-	// a capped slice of search.js (both are only read), so the index, which
-	// is megabytes on a big site, is allocated once per build.
-	const jsPrefix, jsSuffix = "window.CAIRN_SEARCH=", ";\n"
-	n := len("null")
-	if len(good) > 0 {
-		n = 1
-		for _, e := range good {
-			n += len(e.searchJSON) + 1 // element and ',' or ']'
-		}
+	b.mu.Lock()
+	b.searchOf = make([][]byte, len(good))
+	for i, e := range good {
+		b.searchOf[i] = e.searchJSON
 	}
-	buf := make([]byte, 0, len(jsPrefix)+n+len(jsSuffix))
-	buf = append(buf, jsPrefix...)
-	if len(good) == 0 {
-		buf = append(buf, "null"...)
+	b.searchJSON, b.searchJS = nil, nil
+	b.mu.Unlock()
+	if len(only) > 0 {
+		// An edit under the dev server: the multi-megabyte index of a big
+		// site is assembled when a page asks for it (SearchFiles), not on
+		// every keystroke's rebuild.
+		res.SearchDeferred = true
+	} else {
+		res.Files["search.json"], res.Files["search.js"] = b.SearchFiles()
 	}
-	sep := byte('[')
-	for _, e := range good {
-		buf = append(buf, sep)
-		buf = append(buf, e.searchJSON...)
-		sep = ','
-	}
-	if len(good) > 0 {
-		buf = append(buf, ']')
-	}
-	js := buf[len(jsPrefix):len(buf):len(buf)]
-	buf = append(buf, jsSuffix...)
-	res.Files["search.json"] = js
-	res.Files["search.js"] = buf
 	res.Files["sitemap.xml"] = sitemap(b.opts.BaseURL, good)
 	for name, data := range th.assets {
 		res.Files[path.Join("assets", name)] = data
@@ -707,4 +699,47 @@ func navJS(site *SiteData) []byte {
 	}
 	j, _ := json.Marshal(items)
 	return append(append([]byte("window.CAIRN_NAV="), j...), ";\nif (window.Cairn && window.Cairn.fillNav) window.Cairn.fillNav();\n"...)
+}
+
+// SearchFiles returns search.json and search.js for the last build or
+// update, assembling them once per change.
+func (b *Builder) SearchFiles() (jsonData, jsData []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.searchJS == nil {
+		b.searchJSON, b.searchJS = assembleSearch(b.searchOf)
+	}
+	return b.searchJSON, b.searchJS
+}
+
+// assembleSearch joins the runbooks' marshalled entries into the same bytes
+// as json.Marshal of all entries: "null" when there are none, else the
+// entries' elements joined with commas. search.json is a capped slice of search.js (both are only read),
+// so the index, which is megabytes on a big site, is allocated once.
+func assembleSearch(parts [][]byte) ([]byte, []byte) {
+	const jsPrefix, jsSuffix = "window.CAIRN_SEARCH=", ";\n"
+	n := len("null")
+	if len(parts) > 0 {
+		n = 1
+		for _, e := range parts {
+			n += len(e) + 1 // element and ',' or ']'
+		}
+	}
+	buf := make([]byte, 0, len(jsPrefix)+n+len(jsSuffix))
+	buf = append(buf, jsPrefix...)
+	if len(parts) == 0 {
+		buf = append(buf, "null"...)
+	}
+	sep := byte('[')
+	for _, e := range parts {
+		buf = append(buf, sep)
+		buf = append(buf, e...)
+		sep = ','
+	}
+	if len(parts) > 0 {
+		buf = append(buf, ']')
+	}
+	js := buf[len(jsPrefix):len(buf):len(buf)]
+	buf = append(buf, jsSuffix...)
+	return js, buf
 }

@@ -266,6 +266,9 @@ func TestServeLiveReload(t *testing.T) {
 	if _, body := get("a/"); !strings.Contains(body, "두번째") {
 		t.Error("page not updated")
 	}
+	if code, body := get("search.json"); code != 200 || !strings.Contains(body, "두번째") {
+		t.Errorf("search index not updated: %d", code)
+	}
 	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n```bash {target=local when='X = 1'}\n```\n"))
 	if ev := wait("broken edit"); !strings.Contains(ev, `"errors"`) || !strings.Contains(ev, "a.md:10") {
 		t.Errorf("event = %s", ev)

@@ -271,6 +271,11 @@ func (s *Server) publishQuiet(res *Result, err error, notify bool) {
 			for k, v := range res.Files {
 				merged[k] = v
 			}
+			if res.SearchDeferred {
+				// Made on the next request for them (serveFile).
+				delete(merged, "search.json")
+				delete(merged, "search.js")
+			}
 			// Drop pages of runbooks that are gone.
 			live := map[string]bool{}
 			for _, rb := range res.Runbooks {
@@ -342,6 +347,17 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+	if name == "search.json" || name == "search.js" {
+		s.mu.RLock()
+		_, ok := s.files[name]
+		s.mu.RUnlock()
+		if !ok {
+			js, jsFile := s.b.SearchFiles()
+			s.mu.Lock()
+			s.files["search.json"], s.files["search.js"] = js, jsFile
+			s.mu.Unlock()
+		}
+	}
 	s.mu.RLock()
 	data, ok := s.files[name]
 	if !ok && (name == "" || !strings.Contains(path.Base(name), ".")) {

@@ -46,6 +46,10 @@ func TestUpdateMatchesBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := build(t, dir)
+		if !got.SearchDeferred {
+			t.Errorf("%s: an update assembled the search index instead of deferring it", c.what)
+		}
+		got.Files["search.json"], got.Files["search.js"] = b.SearchFiles()
 		for _, name := range []string{"index.html", "404.html", "search.json", "search.js", "alpha/index.html"} {
 			if !bytes.Equal(got.Files[name], want.Files[name]) {
 				t.Errorf("%s: Update's %s differs from a full build's", c.what, name)
