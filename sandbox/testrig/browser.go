@@ -31,19 +31,7 @@ var chromiumFlags = []string{
 //	title, err := chromedp.Run(ctx, chromedp.Title())
 func Browser(t testing.TB) context.Context {
 	t.Helper()
-	if testing.Short() && !InCI() {
-		t.Skip("testrig: no browser under -short")
-	}
-	path := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		unavailable(t, "headless Chromium", &sandbox.MissingError{Name: "chromium", Where: "PATH", Install: "apt-get install -y chromium"})
-	}
+	path := chromiumPath(t)
 	return startBrowser(t, path, path)
 }
 
@@ -54,19 +42,7 @@ func Browser(t testing.TB) context.Context {
 // unshare; like every rig component it fails under CI=true when missing.
 func OfflineBrowser(t testing.TB) context.Context {
 	t.Helper()
-	if testing.Short() && !InCI() {
-		t.Skip("testrig: no browser under -short")
-	}
-	path := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		unavailable(t, "headless Chromium", &sandbox.MissingError{Name: "chromium", Where: "PATH", Install: "apt-get install -y chromium"})
-	}
+	path := chromiumPath(t)
 	unshare, err := exec.LookPath("unshare")
 	if err != nil || os.Geteuid() != 0 {
 		unavailable(t, "a network namespace for Chromium (root and unshare)", fmt.Errorf("euid %d, unshare: %v", os.Geteuid(), err))
@@ -79,9 +55,26 @@ func OfflineBrowser(t testing.TB) context.Context {
 	return startBrowser(t, wrapper, path+" in a network namespace", chromedp.Flag("remote-debugging-pipe", true))
 }
 
+// chromiumPath finds Chromium, or skips (fails under CI) when it is missing
+// or the test runs with -short.
+func chromiumPath(t testing.TB) string {
+	t.Helper()
+	if testing.Short() && !InCI() {
+		t.Skip("testrig: no browser under -short")
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	unavailable(t, "headless Chromium", &sandbox.MissingError{Name: "chromium", Where: "PATH", Install: "apt-get install -y chromium"})
+	return ""
+}
+
+// startBrowser launches exe (Chromium or a wrapper of it; name says which
+// in errors) with the rig's flags and a fresh profile.
 func startBrowser(t testing.TB, exe, name string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	path := name
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir())}
 	for _, f := range chromiumFlags {
 		opts = append(opts, chromedp.Flag(f, true))
@@ -103,12 +96,12 @@ func startBrowser(t testing.TB, exe, name string, extra ...chromedp.ExecAllocato
 	select {
 	case err := <-started:
 		if err != nil {
-			unavailable(t, "headless Chromium ("+path+")", err)
+			unavailable(t, "headless Chromium ("+name+")", err)
 		}
 	case <-timer.C:
 		cancel()
 		<-started
-		t.Fatalf("testrig: headless Chromium (%s) did not start in 30s", path)
+		t.Fatalf("testrig: headless Chromium (%s) did not start in 30s", name)
 	}
 	return ctx
 }
