@@ -69,17 +69,16 @@ type HostResult struct {
 
 // Sentinel errors.
 var (
-	ErrUnknownBlock    = errors.New("no such block in the loaded content")
-	ErrHashMismatch    = errors.New("block hash does not match the loaded content")
-	ErrNeedsConfirm    = errors.New("block needs confirmation")
-	ErrBusy            = errors.New("another block of this runbook is running")
-	ErrNoRunner        = errors.New("no runner for this target")
-	ErrContextRefused  = errors.New("kube context not allowed by the runbook")
-	ErrBadParam        = errors.New("invalid parameter")
-	ErrConditionFalse  = errors.New("block condition is false for these parameters")
-	ErrManualBlock     = errors.New("manual blocks are done by a person")
-	ErrTimeout         = errors.New("timed out")
-	ErrOutputTruncated = errors.New("output truncated")
+	ErrUnknownBlock   = errors.New("no such block in the loaded content")
+	ErrHashMismatch   = errors.New("block hash does not match the loaded content")
+	ErrNeedsConfirm   = errors.New("block needs confirmation")
+	ErrBusy           = errors.New("another block of this runbook is running")
+	ErrNoRunner       = errors.New("no runner for this target")
+	ErrContextRefused = errors.New("kube context not allowed by the runbook")
+	ErrBadParam       = errors.New("invalid parameter")
+	ErrConditionFalse = errors.New("block condition is false for these parameters")
+	ErrManualBlock    = errors.New("manual blocks are done by a person")
+	ErrTimeout        = errors.New("timed out")
 )
 
 // BaseEnv is the environment a local command starts from: enough to find

@@ -546,11 +546,6 @@ func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) 
 	}
 }
 
-func hasExpectations(b *Block) bool {
-	e := b.Expect
-	return len(e.Contains)+len(e.NotContains)+len(e.Match)+len(e.JSONPath) > 0 || e.Count >= 0
-}
-
 func (p *parseState) checkKube(b *Block, seen map[string]Attr, pos func(Attr) Pos, isShell bool) {
 	blk := fmt.Sprintf("block %q", b.ID)
 	where := b.Pos
