@@ -170,7 +170,7 @@ func bodyRefs(src string, bracedOnly bool) []shellRef {
 // for the names present in values. Used for kube bodies and attribute values,
 // never for shell text.
 func Substitute(src string, values map[string]string, bracedOnly bool) string {
-	refs := bodyRefs(src, bracedOnly)
+	refs := FindRefs(src, bracedOnly)
 	if len(refs) == 0 {
 		return src
 	}
@@ -181,13 +181,9 @@ func Substitute(src string, values map[string]string, bracedOnly bool) string {
 		if !ok {
 			continue
 		}
-		b.WriteString(src[last:r.Off])
+		b.WriteString(src[last:r.Start])
 		b.WriteString(v)
-		end := r.Off + 1 + len(r.Name)
-		if src[r.Off+1] == '{' {
-			end += 2
-		}
-		last = end
+		last = r.End
 	}
 	b.WriteString(src[last:])
 	return b.String()

@@ -291,9 +291,8 @@ func (s *Server) publishQuiet(res *Result, err error, notify bool) {
 	}
 	s.diags = msgs
 	s.mu.Unlock()
-	if res != nil && notify && first {
-		// The first build is reported by Run.
-	} else if res != nil {
+	// The first build is reported by Run.
+	if res != nil && !(notify && first) {
 		fmt.Fprintf(s.opts.Log, "rebuilt %d page(s) in %s\n", res.Rendered, ms(res.Duration))
 	}
 	for _, m := range msgs {
