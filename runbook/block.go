@@ -606,6 +606,9 @@ func (p *parseState) checkKube(b *Block, seen map[string]Attr, pos func(Attr) Po
 		need(b.Name != "" || b.All || b.Selector != "", "needs name=..., selector=... or all=true")
 		need(body == "", "takes no body; use attributes")
 	}
+	if (b.Action == "apply" || b.Action == "patch") && body != "" {
+		p.checkManifest(b)
+	}
 	if b.Replicas != "" && !strings.HasPrefix(b.Replicas, "$") {
 		if n, err := strconv.Atoi(b.Replicas); err != nil || n < 0 {
 			p.errf(pos(seen["replicas"]), "%s: replicas must be a count ≥ 0 or a parameter reference, not %q", blk, b.Replicas)
@@ -782,4 +785,36 @@ func containsType(ts []ParamType, t ParamType) bool {
 		}
 	}
 	return false
+}
+
+// checkManifest parses a kube body and refuses references that could change
+// what the block creates rather than a value in it: a reference in a key, in
+// apiVersion or kind, or an unvalidated string parameter naming an object.
+func (p *parseState) checkManifest(b *Block) {
+	blk := fmt.Sprintf("block %q", b.ID)
+	m, err := ParseManifest(b.Content)
+	if err != nil {
+		p.errf(b.BodyPos, "%s: %v", blk, err)
+		return
+	}
+	b.Manifest = m
+	at := func(r ManifestRef) Pos { return Pos{Line: b.BodyPos.Line + r.Line - 1, Col: 1} }
+	for _, r := range m.Refs() {
+		field := r.Path
+		if i := strings.LastIndexByte(field, ']'); i >= 0 && strings.HasPrefix(field, "items[") {
+			field = strings.TrimPrefix(field[i+1:], ".") // kind: List items
+		}
+		switch {
+		case r.Path == "":
+			// In a comment: never filled in, harmless.
+		case r.Key:
+			p.errf(at(r), "%s: ${%s} is part of the key %q; a parameter may only be a value (move it to the right of the colon)", blk, r.Name, r.Path)
+		case b.Action == "apply" && (field == "apiVersion" || field == "kind"):
+			p.errf(at(r), "%s: ${%s} sets %s; the kinds a block creates are the ones its manifest spells out, so write the %s itself", blk, r.Name, field, field)
+		case b.Action == "apply" && (field == "metadata.name" || field == "metadata.namespace"):
+			if prm := p.rb.ParamByName(r.Name); prm != nil && prm.Type == TypeString && prm.Pattern == nil {
+				p.errf(at(r), "%s: parameter %s names an object (%s) but accepts any text; give it a pattern, e.g. pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'", blk, r.Name, field)
+			}
+		}
+	}
 }

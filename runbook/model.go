@@ -173,6 +173,9 @@ type Block struct {
 	Replicas      string
 	For           string
 	All           bool
+	// Manifest is the parsed body of action=apply and action=patch: the
+	// runner fills parameter values into its scalars, never into its text.
+	Manifest *Manifest
 
 	// RoleExpected / RoleOutput: the block this one belongs to.
 	OutputOf string

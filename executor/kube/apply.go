@@ -26,7 +26,15 @@ var crdGK = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourc
 // apply server-side applies every object of the block's manifest, in order,
 // and stops at the first failure.
 func (r *Runner) apply(ctx context.Context, a *action, p *printer) ([]any, error) {
-	docs, err := decodeManifest(a.body)
+	if a.manifest != nil {
+		for _, ref := range a.manifest.Refs() {
+			field := ref.Path[strings.LastIndexByte(ref.Path, ']')+1:]
+			if ref.Key || strings.TrimPrefix(field, ".") == "apiVersion" || strings.TrimPrefix(field, ".") == "kind" {
+				return nil, fmt.Errorf("manifest document %d: ${%s} at %s would choose what the block creates; refused", ref.Doc, ref.Name, ref.Path)
+			}
+		}
+	}
+	docs, err := decodeManifest(string(a.body))
 	if err != nil {
 		return nil, err
 	}

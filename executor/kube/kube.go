@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -245,10 +246,14 @@ func (r *Runner) run(ctx context.Context, job *executor.Job, p *printer) ([]any,
 		return nil, -1, err
 	}
 	p.sink.Event(executor.Event{Kind: "info", Host: p.host, Message: r.target.String()})
-	a := newAction(b, job.Env)
+	a, err := newAction(b, job.Env)
+	if err != nil {
+		p.printf("error: %v\n", err)
+		return nil, -1, err
+	}
 	ctx = withPrinter(ctx, p)
 	var objs []any
-	err := ctx.Err() // already over: do nothing
+	err = ctx.Err() // already over: do nothing
 	switch {
 	case err != nil:
 	case a.verb == "apply":
@@ -307,26 +312,83 @@ type action struct {
 	replicas      string
 	waitFor       string
 	all           bool
-	body          string
+	body          []byte // JSON documents, one per line (runbook.Manifest.Fill)
+	manifest      *runbook.Manifest
 }
 
-func newAction(b *runbook.Block, env map[string]string) *action {
-	sub := func(s string) string { return runbook.Substitute(s, env, false) }
-	return &action{
+// newAction fills the block's attributes and body with values. A value is
+// checked against the grammar of the field it lands in (a name, a
+// namespace, one label value of a selector), so it stays one value there;
+// the body's values go into scalars of the parsed manifest (runbook.Manifest).
+func newAction(b *runbook.Block, env map[string]string) (*action, error) {
+	var problems []string
+	sub := func(attr, s string, ok func(string) bool, want string) string {
+		for _, r := range runbook.FindRefs(s, false) {
+			if v, has := env[r.Name]; has && !ok(v) {
+				problems = append(problems, fmt.Sprintf("%s=%s: the value of $%s (%.60q) is not %s", attr, s, r.Name, v, want))
+			}
+		}
+		return runbook.Substitute(s, env, false)
+	}
+	a := &action{
 		id:            b.ID,
 		verb:          b.Action,
-		kind:          sub(b.Kind),
-		name:          sub(b.Name),
-		namespace:     sub(b.Namespace),
-		selector:      sub(b.Selector),
-		fieldSelector: sub(b.FieldSelector),
+		kind:          sub("kind", b.Kind, isKindArg, "a resource kind"),
+		name:          sub("name", b.Name, isObjectName, "an object name"),
+		namespace:     sub("namespace", b.Namespace, isNamespace, "a namespace name (a DNS label)"),
+		selector:      sub("selector", b.Selector, isSelectorValue, "a label key or value"),
+		fieldSelector: sub("field-selector", b.FieldSelector, isSelectorValue, "a field value"),
 		jsonpath:      b.JSONPath,
 		patchType:     b.PatchType,
-		replicas:      sub(b.Replicas),
-		waitFor:       sub(b.For),
+		replicas:      sub("replicas", b.Replicas, isCount, "a count"),
+		waitFor:       sub("for", b.For, isSelectorValue, "a condition name or value"),
 		all:           b.All,
-		body:          runbook.Substitute(b.Content, env, true),
 	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: block %q: %s", executor.ErrBadParam, b.ID, strings.Join(problems, "; "))
+	}
+	if strings.TrimSpace(b.Content) != "" {
+		m := b.Manifest
+		if m == nil {
+			var err error
+			if m, err = runbook.ParseManifest(b.Content); err != nil {
+				return nil, fmt.Errorf("block %q: %w", b.ID, err)
+			}
+		}
+		body, err := m.Fill(env)
+		if err != nil {
+			return nil, fmt.Errorf("block %q: %w", b.ID, err)
+		}
+		a.body, a.manifest = body, m
+	}
+	return a, nil
+}
+
+var (
+	kindArgRe   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9.-]{0,252}$`)
+	namespaceRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	selectorRe  = regexp.MustCompile(`^[A-Za-z0-9._/-]{0,316}$`)
+	countRe     = regexp.MustCompile(`^[0-9]{1,9}$`)
+)
+
+func isKindArg(v string) bool       { return kindArgRe.MatchString(v) }
+func isNamespace(v string) bool     { return namespaceRe.MatchString(v) }
+func isSelectorValue(v string) bool { return selectorRe.MatchString(v) }
+func isCount(v string) bool         { return countRe.MatchString(v) }
+
+// isObjectName accepts what the API accepts as one path segment of an
+// object name (RBAC names may hold colons), and nothing that could reach
+// another object: no slash, percent, whitespace or control character.
+func isObjectName(v string) bool {
+	if v == "" || v == "." || v == ".." || len(v) > 253 {
+		return false
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f || r == '/' || r == '%' || r == ',' || r > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // resource is a kind resolved through discovery.

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,9 +121,9 @@ func (r *Runner) patch(ctx context.Context, a *action, p *printer) ([]any, error
 		return nil, errors.New("patch needs name=")
 	}
 	c := r.client(res, r.namespaceFor(a))
-	data, err := yaml.YAMLToJSON([]byte(a.body))
-	if err != nil {
-		return nil, fmt.Errorf("patch body: %w", err)
+	data := bytes.TrimSpace(a.body)
+	if a.manifest != nil && a.manifest.Docs() != 1 {
+		return nil, fmt.Errorf("patch body: one document expected, found %d", a.manifest.Docs())
 	}
 	var pt types.PatchType
 	switch a.patchType {

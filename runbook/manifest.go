@@ -1,0 +1,329 @@
+package runbook
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	yaml3 "go.yaml.in/yaml/v3"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Manifest is a kube block's body (an apply manifest or a patch document)
+// whose ${NAME} references have been located inside the YAML/JSON it is.
+//
+// Parameters are data: the body is parsed once with every reference replaced
+// by an inert placeholder, so its structure (documents, keys, kinds, names)
+// is fixed by the text the author wrote, and Fill only ever puts a value
+// inside the string scalar that held the reference. A value with newlines,
+// quotes or "---" stays one string; it can never add a key, an object or a
+// document. Rendering the filled documents back to text never happens: the
+// kube runner sends Fill's JSON as is.
+type Manifest struct {
+	nonce string
+	refs  []ManifestRef // by placeholder index
+	docs  []any         // decoded JSON values holding placeholders
+}
+
+// ManifestRef is one ${NAME} of a manifest.
+type ManifestRef struct {
+	Name string
+	Line int    // 1-based line in the body
+	Doc  int    // 1-based document
+	Path string // where it landed: metadata.name, spec.containers[0].image, or "" when it vanished (a comment)
+	Key  bool   // it is (part of) a mapping key
+	// Plain means the scalar is exactly this reference, unquoted: its value
+	// may be a number or a boolean (maskSize: ${SIZE}). Quoted, or with
+	// other text around it, a value is always a string.
+	Plain bool
+}
+
+// ParseManifest locates the ${NAME} references of a kube body and parses it
+// as YAML (or JSON) documents. Errors name the line.
+func ParseManifest(body string) (*Manifest, error) {
+	var nb [6]byte
+	_, _ = rand.Read(nb[:])
+	m := &Manifest{nonce: "cairnref" + hex.EncodeToString(nb[:])}
+	refs := FindRefs(body, true)
+	var sb strings.Builder
+	last := 0
+	for i, r := range refs {
+		sb.WriteString(body[last:r.Start])
+		sb.WriteString(m.placeholder(i))
+		last = r.End
+		m.refs = append(m.refs, ManifestRef{Name: r.Name, Line: 1 + strings.Count(body[:r.Start], "\n")})
+	}
+	sb.WriteString(body[last:])
+	text := sb.String()
+
+	// Plain-ness comes from the YAML node tree (the decoded JSON has lost it).
+	plain := map[int]bool{}
+	dec := yaml3.NewDecoder(strings.NewReader(text))
+	for {
+		var n yaml3.Node
+		if err := dec.Decode(&n); err != nil {
+			break // a YAML 1.2 quirk: the Kubernetes decoder below has the last word
+		}
+		m.walkNodes(&n, plain)
+	}
+
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(text)))
+	for n := 1; ; n++ {
+		chunk, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("manifest document %d: %w", n, err)
+		}
+		js, err := yaml.YAMLToJSON(chunk)
+		if err != nil {
+			return nil, fmt.Errorf("manifest document %d: %s", n, m.unplace(err.Error()))
+		}
+		var v any
+		d := json.NewDecoder(bytes.NewReader(js))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
+			return nil, fmt.Errorf("manifest document %d: %w", n, err)
+		}
+		if v == nil {
+			continue
+		}
+		if obj, ok := v.(map[string]any); ok && len(obj) == 0 {
+			continue
+		}
+		m.docs = append(m.docs, v)
+		m.locate(v, len(m.docs), "", plain)
+	}
+	return m, nil
+}
+
+func (m *Manifest) placeholder(i int) string { return m.nonce + "x" + strconv.Itoa(i) + "y" }
+
+var placeholderRe = regexp.MustCompile(`cairnref[0-9a-f]{12}x([0-9]+)y`)
+
+// unplace turns placeholders in a message back into ${NAME}.
+func (m *Manifest) unplace(s string) string {
+	return placeholderRe.ReplaceAllStringFunc(s, func(p string) string {
+		if i := m.index(p); i >= 0 {
+			return "${" + m.refs[i].Name + "}"
+		}
+		return p
+	})
+}
+
+func (m *Manifest) index(p string) int {
+	sub := placeholderRe.FindStringSubmatch(p)
+	if sub == nil || !strings.HasPrefix(p, m.nonce) {
+		return -1
+	}
+	i, err := strconv.Atoi(sub[1])
+	if err != nil || i >= len(m.refs) {
+		return -1
+	}
+	return i
+}
+
+func (m *Manifest) walkNodes(n *yaml3.Node, plain map[int]bool) {
+	if n.Kind == yaml3.ScalarNode && n.Style == 0 {
+		if i := m.index(n.Value); i >= 0 && m.placeholder(i) == n.Value {
+			plain[i] = true
+		}
+	}
+	for _, c := range n.Content {
+		m.walkNodes(c, plain)
+	}
+}
+
+// locate records where each placeholder landed in document doc.
+func (m *Manifest) locate(v any, doc int, path string, plain map[int]bool) {
+	mark := func(s string, key bool, path string) {
+		for _, loc := range placeholderRe.FindAllStringIndex(s, -1) {
+			i := m.index(s[loc[0]:loc[1]])
+			if i < 0 {
+				continue
+			}
+			r := &m.refs[i]
+			r.Doc, r.Path, r.Key = doc, path, key
+			r.Plain = !key && plain[i] && s == m.placeholder(i)
+		}
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			mark(k, true, m.unplace(p))
+			m.locate(c, doc, p, plain)
+		}
+	case []any:
+		for i, c := range x {
+			m.locate(c, doc, fmt.Sprintf("%s[%d]", path, i), plain)
+		}
+	case string:
+		mark(x, false, path)
+	}
+}
+
+// Refs returns the manifest's references in the order they appear.
+func (m *Manifest) Refs() []ManifestRef { return append([]ManifestRef(nil), m.refs...) }
+
+// Docs is the number of documents (kind: List counts as one).
+func (m *Manifest) Docs() int { return len(m.docs) }
+
+// Fill returns the documents with values filled in, as a stream of JSON
+// documents, one per line. A reference whose name has no value is left as
+// ${NAME}. A plain whole-scalar reference becomes a number or a boolean when
+// its value reads as one (the way YAML would read it); every other value is
+// a string. It is an error for filled keys to collide.
+func (m *Manifest) Fill(values map[string]string) ([]byte, error) {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	for n, d := range m.docs {
+		v, err := m.fill(d, values)
+		if err != nil {
+			return nil, fmt.Errorf("manifest document %d: %w", n+1, err)
+		}
+		if err := enc.Encode(v); err != nil {
+			return nil, fmt.Errorf("manifest document %d: %w", n+1, err)
+		}
+	}
+	return out.Bytes(), nil
+}
+
+func (m *Manifest) fill(v any, values map[string]string) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			c, err := m.fill(x[k], values)
+			if err != nil {
+				return nil, err
+			}
+			fk := m.fillString(k, values)
+			if _, dup := out[fk]; dup {
+				return nil, fmt.Errorf("key %q appears twice once values are filled in", fk)
+			}
+			out[fk] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, c := range x {
+			f, err := m.fill(c, values)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = f
+		}
+		return out, nil
+	case string:
+		if i := m.index(x); i >= 0 && x == m.placeholder(i) && m.refs[i].Plain {
+			if val, ok := values[m.refs[i].Name]; ok {
+				return TypedScalar(val), nil
+			}
+		}
+		return m.fillString(x, values), nil
+	}
+	return v, nil
+}
+
+func (m *Manifest) fillString(s string, values map[string]string) string {
+	if !strings.Contains(s, m.nonce) {
+		return s
+	}
+	return placeholderRe.ReplaceAllStringFunc(s, func(p string) string {
+		i := m.index(p)
+		if i < 0 {
+			return p
+		}
+		if v, ok := values[m.refs[i].Name]; ok {
+			return v
+		}
+		return "${" + m.refs[i].Name + "}"
+	})
+}
+
+var (
+	intRe   = regexp.MustCompile(`^-?(0|[1-9][0-9]{0,17})$`)
+	floatRe = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+)
+
+// TypedScalar is what a plain YAML scalar holding exactly v means: a number
+// for a decimal number, a boolean for true or false, otherwise the string.
+// Nothing else (no null, no mapping, no list) can come out of a value. The
+// exported scripts' runtime applies the same rule.
+func TypedScalar(v string) any {
+	switch {
+	case v == "true":
+		return true
+	case v == "false":
+		return false
+	case intRe.MatchString(v), floatRe.MatchString(v):
+		return json.Number(v)
+	}
+	return v
+}
+
+// Template returns the documents as JSON with each reference as the
+// placeholder returned by ph(i, ref), for the script exporter. A plain
+// whole-scalar reference is written as the bare placeholder string's JSON
+// encoding either way; callers know it by ref.Plain.
+func (m *Manifest) Template(ph func(i int, r ManifestRef) string) ([]byte, error) {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	for n, d := range m.docs {
+		v := m.template(d, ph)
+		if err := enc.Encode(v); err != nil {
+			return nil, fmt.Errorf("manifest document %d: %w", n+1, err)
+		}
+	}
+	return out.Bytes(), nil
+}
+
+func (m *Manifest) template(v any, ph func(int, ManifestRef) string) any {
+	repl := func(s string) string {
+		return placeholderRe.ReplaceAllStringFunc(s, func(p string) string {
+			if i := m.index(p); i >= 0 {
+				return ph(i, m.refs[i])
+			}
+			return p
+		})
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, c := range x {
+			out[repl(k)] = m.template(c, ph)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, c := range x {
+			out[i] = m.template(c, ph)
+		}
+		return out
+	case string:
+		return repl(x)
+	}
+	return v
+}

@@ -1,0 +1,253 @@
+package runbook
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const podTemplate = `apiVersion: v1
+kind: Pod
+metadata:
+  name: nginx-other-pool
+  namespace: ${NS}
+  annotations:
+    ipam.cilium.io/ip-pool: "${POOL}"
+spec:
+  containers:
+    - name: nginx
+      image: ${IMAGE}   # ${IN_COMMENT}
+      args: ["--size=${SIZE}"]
+  priority: ${SIZE}
+`
+
+// The review's payload: a multi-line value that closes the Pod and adds a
+// ClusterRoleBinding, when substituted as text.
+const escalate = "nginx\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: pwn\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: ServiceAccount, name: default, namespace: default}]"
+
+func decodeDocs(t *testing.T, js []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	d := json.NewDecoder(bytes.NewReader(js))
+	d.UseNumber()
+	for d.More() {
+		var m map[string]any
+		if err := d.Decode(&m); err != nil {
+			t.Fatalf("decode %s: %v", js, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestManifestFillKeepsValuesInTheirScalars(t *testing.T) {
+	m, err := ParseManifest(podTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := []string{
+		escalate,
+		"x\"\n  hostNetwork: true\n  y: \"",
+		"a: b",
+		"{\"kind\": \"ClusterRoleBinding\"}",
+		"[1, 2]",
+		"null",
+		"~",
+		"!!binary aGk=",
+		"&a x",
+		"*a",
+		"'quoted'",
+		"\\u0000",
+		"${NS}",
+	}
+	for _, v := range hostile {
+		js, err := m.Fill(map[string]string{"NS": "ns1", "POOL": v, "IMAGE": v, "SIZE": v})
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		docs := decodeDocs(t, js)
+		if len(docs) != 1 || docs[0]["kind"] != "Pod" {
+			t.Fatalf("%q: structure changed: %s", v, js)
+		}
+		spec := docs[0]["spec"].(map[string]any)
+		if len(spec) != 2 {
+			t.Fatalf("%q: spec keys changed: %v", v, spec)
+		}
+		c := spec["containers"].([]any)[0].(map[string]any)
+		if c["image"] != v {
+			t.Errorf("%q: image = %#v, want the value as one string", v, c["image"])
+		}
+		if got := c["args"].([]any)[0]; got != "--size="+v {
+			t.Errorf("%q: args[0] = %#v", v, got)
+		}
+		ann := docs[0]["metadata"].(map[string]any)["annotations"].(map[string]any)
+		if ann["ipam.cilium.io/ip-pool"] != v {
+			t.Errorf("%q: quoted annotation = %#v", v, ann["ipam.cilium.io/ip-pool"])
+		}
+	}
+}
+
+func TestManifestTypedScalars(t *testing.T) {
+	m, err := ParseManifest("spec:\n  ipv4:\n    maskSize: ${SIZE}\n    quoted: \"${SIZE}\"\n    mixed: ${SIZE}x\n  flag: ${FLAG}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		size, flag string
+		wantSize   any
+		wantFlag   any
+	}{
+		{"24", "true", json.Number("24"), true},
+		{"-3", "false", json.Number("-3"), false},
+		{"2.5", "yes", json.Number("2.5"), "yes"},
+		{"0777", "null", "0777", "null"},
+		{"24\nkind: X", "True", "24\nkind: X", "True"},
+		{"1e3", "", json.Number("1e3"), ""},
+	} {
+		js, err := m.Fill(map[string]string{"SIZE": tc.size, "FLAG": tc.flag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := decodeDocs(t, js)[0]["spec"].(map[string]any)
+		ipv4 := spec["ipv4"].(map[string]any)
+		if !reflect.DeepEqual(ipv4["maskSize"], tc.wantSize) || !reflect.DeepEqual(spec["flag"], tc.wantFlag) {
+			t.Errorf("%q %q: maskSize %#v flag %#v, want %#v %#v", tc.size, tc.flag, ipv4["maskSize"], spec["flag"], tc.wantSize, tc.wantFlag)
+		}
+		if ipv4["quoted"] != tc.size || ipv4["mixed"] != tc.size+"x" {
+			t.Errorf("%q: quoted %#v mixed %#v: always strings", tc.size, ipv4["quoted"], ipv4["mixed"])
+		}
+	}
+}
+
+func TestManifestRefsAndErrors(t *testing.T) {
+	m, err := ParseManifest("apiVersion: v1\nkind: ${KIND}\nmetadata:\n  name: ${NAME}\n  labels:\n    ${KEY}: x\n# ${GONE}\n---\n{\"kind\": \"ConfigMap\", \"apiVersion\": \"v1\", \"data\": {\"n\": ${N}}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]ManifestRef{}
+	for _, r := range m.Refs() {
+		got[r.Name] = r
+	}
+	if r := got["KIND"]; r.Path != "kind" || r.Line != 2 || r.Doc != 1 || !r.Plain {
+		t.Errorf("KIND: %+v", r)
+	}
+	if r := got["KEY"]; !r.Key || r.Path != "metadata.labels.${KEY}" {
+		t.Errorf("KEY: %+v", r)
+	}
+	if r := got["GONE"]; r.Path != "" {
+		t.Errorf("GONE: %+v", r)
+	}
+	if r := got["N"]; r.Doc != 2 || r.Path != "data.n" || !r.Plain {
+		t.Errorf("N (JSON document): %+v", r)
+	}
+	if m.Docs() != 2 {
+		t.Errorf("docs = %d", m.Docs())
+	}
+	if _, err := m.Fill(map[string]string{"KEY": "app", "NAME": "a", "KIND": "ConfigMap", "N": "1"}); err != nil {
+		t.Fatal(err)
+	}
+
+	dup, err := ParseManifest("data:\n  ${A}: 1\n  b: 2\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dup.Fill(map[string]string{"A": "b"}); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("colliding keys: %v", err)
+	}
+
+	if _, err := ParseManifest("a: [1,\nb: ${X}\n"); err == nil || !strings.Contains(err.Error(), "document 1") {
+		t.Errorf("bad YAML: %v", err)
+	}
+}
+
+func TestCheckFlagsManifestSplices(t *testing.T) {
+	src := "---\ntitle: t\nparams:\n  - name: FREE\n  - name: SAFE\n    pattern: '^[a-z]+$'\n---\n## s\n\n" +
+		"```yaml {#a target=kube action=apply}\napiVersion: v1\nkind: ${SAFE}\nmetadata:\n  name: ${FREE}\n  namespace: ${SAFE}\n  labels:\n    ${SAFE}: x\ndata:\n  image: ${FREE}\n```\n"
+	_, err := Parse("t.md", []byte(src))
+	ds := AllDiagnostics(err)
+	var msgs []string
+	for _, d := range ds {
+		msgs = append(msgs, d.String())
+	}
+	all := strings.Join(msgs, "\n")
+	for _, want := range []string{
+		"t.md:12:1: block \"a\": ${SAFE} sets kind",
+		"t.md:14:1: block \"a\": parameter FREE names an object (metadata.name) but accepts any text",
+		"t.md:17:1: block \"a\": ${SAFE} is part of the key",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("missing %q in\n%s", want, all)
+		}
+	}
+	if len(ds) != 3 {
+		t.Errorf("want 3 problems (image: ${FREE} and namespace: ${SAFE} are fine), got\n%s", all)
+	}
+}
+
+func FuzzManifest(f *testing.F) {
+	f.Add(podTemplate, escalate)
+	f.Add("a: ${X}\n---\nb: [\"${X}\"]\n", "1")
+	f.Add("{\"a\": ${X}}", "true")
+	f.Fuzz(func(t *testing.T, body, value string) {
+		m, err := ParseManifest(body)
+		if err != nil {
+			return
+		}
+		vals := map[string]string{}
+		empty := map[string]string{}
+		for _, r := range m.Refs() {
+			vals[r.Name] = value
+			empty[r.Name] = "v"
+		}
+		a, err1 := m.Fill(vals)
+		b, err2 := m.Fill(empty)
+		if err1 != nil || err2 != nil {
+			return // colliding keys
+		}
+		// Whatever the value, the documents keep their count and shape.
+		if bytes.Count(a, []byte("\n")) != bytes.Count(b, []byte("\n")) {
+			t.Fatalf("value %q changed the number of documents:\n%s\n%s", value, a, b)
+		}
+		if shape(t, a) != shape(t, b) {
+			t.Fatalf("value %q changed the structure:\n%s\n%s", value, a, b)
+		}
+	})
+}
+
+// shape is the documents with every scalar blanked.
+func shape(t *testing.T, js []byte) string {
+	var sb strings.Builder
+	d := json.NewDecoder(bytes.NewReader(js))
+	for d.More() {
+		var v any
+		if err := d.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		sb.WriteString(shapeOf(v))
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+func shapeOf(v any) string {
+	switch x := v.(type) {
+	case map[string]any:
+		// Keys may hold values, so children are compared as a sorted multiset.
+		var kids []string
+		for _, c := range x {
+			kids = append(kids, shapeOf(c))
+		}
+		sort.Strings(kids)
+		return "{" + strings.Join(kids, ",") + "}"
+	case []any:
+		s := "["
+		for _, c := range x {
+			s += shapeOf(c) + ","
+		}
+		return s + "]"
+	}
+	return "s"
+}
