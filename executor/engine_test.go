@@ -3,9 +3,7 @@ package executor_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -84,7 +82,8 @@ func TestEngineVerifies(t *testing.T) {
 	if rec.Status != executor.StatusVerified {
 		t.Fatalf("similar: %+v", rec)
 	}
-	if n := len(j.Records("t")); n != 4 {
+	if recs, _ := j.Records("t", 100); len(recs) != 4 {
+		n := len(recs)
 		t.Errorf("journal has %d records, want 4", n)
 	}
 }
@@ -112,9 +111,11 @@ func TestEngineCapturesAndRedacts(t *testing.T) {
 	if strings.Contains(out, "hunter2") || strings.Contains(rec.Output, "hunter2") || rec.Params["PASSWORD"] != executor.Mask {
 		t.Errorf("secret param leaked: %q %+v", out, rec)
 	}
-	data, _ := os.ReadFile(j.Path())
-	if strings.Contains(string(data), "abc.def123") || strings.Contains(string(data), "hunter2") {
-		t.Error("a secret reached the journal file")
+	for _, f := range []string{j.Path(), j.Path() + "-wal"} {
+		data, _ := os.ReadFile(f)
+		if strings.Contains(string(data), "abc.def123") || strings.Contains(string(data), "hunter2") {
+			t.Errorf("a secret reached the journal file %s", f)
+		}
 	}
 }
 
@@ -176,78 +177,5 @@ func TestSimilar(t *testing.T) {
 	}
 	if ok, why := executor.Similar(tmpl, strings.Replace(out, "--token", "--tok", 1)); ok || !strings.Contains(why, "kubeadm join") {
 		t.Errorf("mismatch not found: %v %s", ok, why)
-	}
-}
-
-// TestJournalSurvivesKill9 appends from a child process, kills it with
-// SIGKILL mid-stream, and reopens: every complete record is there, nothing
-// is corrupt, and appending continues.
-func TestJournalSurvivesKill9(t *testing.T) {
-	if os.Getenv("CAIRN_JOURNAL_CHILD") != "" {
-		j, err := executor.OpenJournal(os.Getenv("CAIRN_JOURNAL_CHILD"))
-		if err != nil {
-			os.Exit(3)
-		}
-		big := strings.Repeat("x", 200<<10) // large records make a torn write likely
-		for i := 0; i < 100000; i++ {
-			j.Append(executor.Record{ID: fmt.Sprint(i), Runbook: "t", Output: big})
-			fmt.Println(i)
-		}
-		os.Exit(0)
-	}
-	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestJournalSurvivesKill9$")
-	cmd.Env = append(os.Environ(), "CAIRN_JOURNAL_CHILD="+path)
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	total := 0
-	for total < 200 { // a few acknowledged appends
-		n, err := stdout.Read(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += n
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	j, err := executor.OpenJournal(path)
-	if err != nil {
-		t.Fatalf("reopen after kill -9: %v", err)
-	}
-	defer j.Close()
-	n := len(j.Records(""))
-	if n < 10 {
-		t.Fatalf("only %d records survived", n)
-	}
-	for i, r := range j.Records("") {
-		if r.ID != fmt.Sprint(i) {
-			t.Fatalf("record %d has id %s", i, r.ID)
-		}
-	}
-	if err := j.Append(executor.Record{ID: "after", Runbook: "t"}); err != nil {
-		t.Fatal(err)
-	}
-	j.Close()
-	j2, err := executor.OpenJournal(path)
-	if err != nil || len(j2.Records("")) != n+1 {
-		t.Fatalf("after append and reopen: %v, %d records", err, len(j2.Records("")))
-	}
-	j2.Close()
-}
-
-func TestJournalCutsPartialLine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j.jsonl")
-	os.WriteFile(path, []byte(`{"id":"1","runbook":"t"}`+"\n"+`{"id":"2","run`), 0o600)
-	j, err := executor.OpenJournal(path)
-	if err != nil || len(j.Records("")) != 1 {
-		t.Fatalf("%v %d", err, len(j.Records("")))
-	}
-	j.Close()
-	data, _ := os.ReadFile(path)
-	if string(data) != `{"id":"1","runbook":"t"}`+"\n" {
-		t.Errorf("file = %q", data)
 	}
 }

@@ -2,15 +2,19 @@ package executor
 
 import (
 	"bufio"
-	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite: no cgo, built from the module proxy
 )
 
 // Status is how a run ended.
@@ -47,6 +51,11 @@ type Record struct {
 	Output    string            `json:"output"`
 	Truncated bool              `json:"truncated,omitempty"`
 	Attempts  int               `json:"attempts,omitempty"`
+	// Compacted: the journal dropped this old run's output (see Journal).
+	Compacted bool `json:"compacted,omitempty"`
+	// WriteBack is what became of writing the output back to the Markdown
+	// ("" when not asked for; "written"; or the error).
+	WriteBack string `json:"write_back,omitempty"`
 }
 
 // HostRecord is one host's part of a run.
@@ -58,126 +67,365 @@ type HostRecord struct {
 	Output   string  `json:"output,omitempty"` // per host, when several
 }
 
-// Journal is an append-only file of Records, one JSON object per line. Every
-// append is a single write followed by fsync, so a crash (even kill -9)
-// leaves at most a partial last line, which Open cuts off.
+// Retention policy of the journal (docs/executor-api.md, "The journal").
+const (
+	// KeepOutputRuns is how many of the newest runs keep their output;
+	// older ones keep everything else (status, reasons, hosts, exit codes,
+	// captures, timing).
+	KeepOutputRuns = 1000
+	// KeepRuns is how many of the newest runs are kept at all.
+	KeepRuns = 50000
+)
+
+// A block's last verified run (per block hash) is kept whole, whatever its
+// age: the page and the API show it.
+
+// Journal is the run history: an SQLite database (WAL mode) that any number
+// of Cairn processes — the daemon, cairn serve, cairn run — append to at
+// once. SQLite's locking orders their writes; each Append is one
+// transaction, fsync'd before it returns (synchronous=FULL), so a record is
+// either wholly there or not at all, even after kill -9 or a power cut.
+// Nothing is held in memory: start-up and memory do not depend on how much
+// history there is. Old output is compacted as new runs arrive (see
+// KeepOutputRuns, KeepRuns).
 type Journal struct {
-	mu      sync.Mutex
-	f       *os.File
-	path    string
-	records []Record
+	db   *sql.DB
+	path string
+
+	mu     sync.Mutex
+	closed bool
 }
 
-// OpenJournal opens (creating) the journal at path and reads it back.
+const schema = `
+CREATE TABLE IF NOT EXISTS runs (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	id      TEXT NOT NULL UNIQUE,
+	runbook TEXT NOT NULL,
+	block   TEXT NOT NULL,
+	hash    TEXT NOT NULL,
+	status  TEXT NOT NULL,
+	meta    BLOB NOT NULL,  -- the record without output
+	full    BLOB            -- the whole record; NULL once compacted
+);
+CREATE INDEX IF NOT EXISTS runs_by_runbook ON runs(runbook, seq);
+CREATE INDEX IF NOT EXISTS runs_with_output ON runs(seq) WHERE full IS NOT NULL;
+CREATE TABLE IF NOT EXISTS latest (
+	runbook TEXT NOT NULL,
+	block   TEXT NOT NULL,
+	hash    TEXT NOT NULL,
+	seq     INTEGER NOT NULL,
+	PRIMARY KEY (runbook, block, hash)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS latest_by_seq ON latest(seq);
+CREATE TABLE IF NOT EXISTS captures (
+	runbook TEXT NOT NULL,
+	name    TEXT NOT NULL,
+	value   TEXT NOT NULL,
+	seq     INTEGER NOT NULL,
+	PRIMARY KEY (runbook, name)
+) WITHOUT ROWID;
+`
+
+// OpenJournal opens (creating) the journal database at path. The file and
+// its folder are private to the user (0600, 0700).
 func OpenJournal(path string) (*Journal, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+	if head, err := readHead(path); err == nil && len(head) > 0 && head[0] == '{' {
+		return nil, fmt.Errorf("open journal %s: this is a JSON-lines journal from an older Cairn; move it away (cairn journal import %s reads it into the new journal)", path, path)
+	}
+	// Create it private before SQLite does (SQLite would use 0644).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Close()
+	} else {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
-	j := &Journal{f: f, path: path}
-	if err := j.recover(); err != nil {
-		f.Close()
-		return nil, err
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(30000)", "journal_mode(WAL)", "synchronous(FULL)", "secure_delete(ON)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate") // writers queue at BEGIN, never deadlock on upgrade
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	j := &Journal{db: db, path: path}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open journal %s: %w (if the file is damaged, move it away to start a new journal)", path, err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		_ = os.Chmod(path+suffix, 0o600)
 	}
 	return j, nil
 }
 
-func (j *Journal) recover() error {
-	data, err := io.ReadAll(j.f)
+func readHead(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("read journal %s: %w", j.path, err)
+		return nil, err
 	}
-	good := bytes.LastIndexByte(data, '\n') + 1
-	if good < len(data) {
-		// A write was cut short: drop the partial line.
-		if err := j.f.Truncate(int64(good)); err != nil {
-			return fmt.Errorf("repair journal %s: %w", j.path, err)
-		}
-		if err := j.f.Sync(); err != nil {
-			return fmt.Errorf("repair journal %s: %w", j.path, err)
-		}
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data[:good]))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for n := 1; sc.Scan(); n++ {
-		var r Record
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return fmt.Errorf("journal %s:%d: unreadable record: %v (move the file away to start a new journal)", j.path, n, err)
-		}
-		j.records = append(j.records, r)
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read journal %s: %w", j.path, err)
-	}
-	if _, err := j.f.Seek(0, io.SeekEnd); err != nil {
-		return err
-	}
-	return nil
+	defer f.Close()
+	b := make([]byte, 1)
+	n, err := f.Read(b)
+	return b[:n], err
 }
 
-// Append writes r durably.
+// Append writes r durably, in one transaction with its index entries and
+// the compaction it makes due.
 func (j *Journal) Append(r Record) error {
-	line, err := json.Marshal(r)
+	full, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	line = append(line, '\n')
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.f == nil {
+	meta, err := json.Marshal(stripOutput(r))
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if j.isClosed() {
 		return errors.New("journal is closed")
 	}
-	if _, err := j.f.Write(line); err != nil {
-		return fmt.Errorf("append to journal %s: %w", j.path, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return j.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO runs (id, runbook, block, hash, status, meta, full) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Runbook, r.Block, r.Hash, string(r.Status), meta, full)
+		if err != nil {
+			return err
+		}
+		seq, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if r.Status == StatusVerified {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO latest (runbook, block, hash, seq) VALUES (?, ?, ?, ?)
+				ON CONFLICT (runbook, block, hash) DO UPDATE SET seq = excluded.seq`, r.Runbook, r.Block, r.Hash, seq); err != nil {
+				return err
+			}
+		}
+		for k, v := range r.Captures {
+			if v == Mask {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO captures (runbook, name, value, seq) VALUES (?, ?, ?, ?)
+				ON CONFLICT (runbook, name) DO UPDATE SET value = excluded.value, seq = excluded.seq`, r.Runbook, k, v, seq); err != nil {
+				return err
+			}
+		}
+		return compact(ctx, tx, seq)
+	})
+}
+
+// compact drops the output of runs that fell out of the newest
+// KeepOutputRuns and deletes runs older than KeepRuns, except each block's
+// last verified run. Each append moves the window by one, so the work per
+// append is constant (the partial index finds the rows).
+func compact(ctx context.Context, tx *sql.Tx, seq int64) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET full = NULL
+		WHERE full IS NOT NULL AND seq <= ? AND seq NOT IN (SELECT seq FROM latest)`, seq-KeepOutputRuns); err != nil {
+		return err
 	}
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("sync journal %s: %w", j.path, err)
+	_, err := tx.ExecContext(ctx, `DELETE FROM runs
+		WHERE seq <= ? AND seq > ? - 64 AND seq NOT IN (SELECT seq FROM latest)`, seq-KeepRuns, seq-KeepRuns)
+	return err
+}
+
+func (j *Journal) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := j.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
 	}
-	j.records = append(j.records, r)
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
 	return nil
 }
 
-// Records returns the runs of a runbook (all when slug is ""), oldest first.
-func (j *Journal) Records(slug string) []Record {
+func stripOutput(r Record) Record {
+	r.Output = ""
+	hosts := make([]HostRecord, len(r.Hosts))
+	for i, h := range r.Hosts {
+		h.Output = ""
+		hosts[i] = h
+	}
+	r.Hosts = hosts
+	r.Compacted = true
+	return r
+}
+
+func (j *Journal) isClosed() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var out []Record
-	for _, r := range j.records {
-		if slug == "" || r.Runbook == slug {
-			out = append(out, r)
-		}
+	return j.closed
+}
+
+func (j *Journal) query(query string, args ...any) ([]Record, error) {
+	if j.isClosed() {
+		return nil, errors.New("journal is closed")
 	}
-	return out
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := j.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			return nil, fmt.Errorf("journal %s: %w", j.path, err)
+		}
+		var r Record
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("journal %s: unreadable record: %w", j.path, err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Records returns up to limit of the newest runs of a runbook (all
+// runbooks when slug is ""), newest first.
+func (j *Journal) Records(slug string, limit int) ([]Record, error) {
+	if slug == "" {
+		return j.query(`SELECT coalesce(full, meta) FROM runs ORDER BY seq DESC LIMIT ?`, limit)
+	}
+	return j.query(`SELECT coalesce(full, meta) FROM runs WHERE runbook = ? ORDER BY seq DESC LIMIT ?`, slug, limit)
 }
 
 // Latest returns each block's most recent verified run of a runbook whose
 // hash still matches, keyed by block id.
-func (j *Journal) Latest(slug string, hashes map[string]string) map[string]Record {
+func (j *Journal) Latest(slug string, hashes map[string]string) (map[string]Record, error) {
+	recs, err := j.query(`SELECT coalesce(r.full, r.meta) FROM latest l JOIN runs r ON r.seq = l.seq WHERE l.runbook = ? ORDER BY l.seq`, slug)
 	out := map[string]Record{}
-	for _, r := range j.Records(slug) {
-		if r.Status == StatusVerified && hashes[r.Block] == r.Hash {
+	for _, r := range recs {
+		if hashes[r.Block] == r.Hash {
 			out[r.Block] = r
 		}
 	}
-	return out
+	return out, err
 }
 
-// Close closes the file.
+// Captures returns the newest non-secret value of each capture of a
+// runbook (cairn run uses them to resume).
+func (j *Journal) Captures(slug string) (map[string]string, error) {
+	if j.isClosed() {
+		return nil, errors.New("journal is closed")
+	}
+	rows, err := j.db.Query(`SELECT name, value FROM captures WHERE runbook = ?`, slug)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// SetWriteBack records what became of a run's write-back.
+func (j *Journal) SetWriteBack(id, outcome string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return j.tx(ctx, func(tx *sql.Tx) error {
+		for _, col := range []string{"meta", "full"} {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET `+col+` = json_set(`+col+`, '$.write_back', ?) WHERE id = ? AND `+col+` IS NOT NULL`, outcome, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Export writes every run, oldest first, as JSON lines (one Record per
+// line) for auditors and other tools.
+func (j *Journal) Export(ctx context.Context, w io.Writer) (int, error) {
+	rows, err := j.db.QueryContext(ctx, `SELECT coalesce(full, meta) FROM runs ORDER BY seq`)
+	if err != nil {
+		return 0, fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	defer rows.Close()
+	bw := bufio.NewWriter(w)
+	n := 0
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			return n, err
+		}
+		bw.Write(data)
+		bw.WriteByte('\n')
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return n, err
+	}
+	return n, bw.Flush()
+}
+
+// Import appends the records of a JSON-lines journal (an older Cairn's, or
+// an Export), skipping runs already present and a torn last line.
+func (j *Journal) Import(ctx context.Context, r io.Reader) (int, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	n := 0
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var rec Record
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return n, fmt.Errorf("line %d: %v", line, err)
+		}
+		var exists int
+		if err := j.db.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE id = ?`, rec.ID).Scan(&exists); err != nil {
+			return n, err
+		}
+		if exists > 0 {
+			continue
+		}
+		if err := j.Append(rec); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, sc.Err()
+}
+
+// Check runs SQLite's integrity check.
+func (j *Journal) Check(ctx context.Context) error {
+	var res string
+	if err := j.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
+		return err
+	}
+	if res != "ok" {
+		return fmt.Errorf("journal %s: %s", j.path, res)
+	}
+	return nil
+}
+
+// Close closes the database.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.f == nil {
+	if j.closed {
 		return nil
 	}
-	err := j.f.Close()
-	j.f = nil
-	return err
+	j.closed = true
+	return j.db.Close()
 }
 
 // Path is the journal's file.

@@ -46,7 +46,7 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.identity, "identity", "private key file for ssh blocks (repeatable; ssh-agent is used too)")
 	fs.BoolVar(&f.tofu, "trust-on-first-use", false, "accept and remember unknown SSH host keys (changed keys are always refused)")
 	fs.StringVar(&f.useSandbox, "sandbox", "auto", "use the local sandbox's kubeconfig and SSH hosts: auto (when it runs and no other flags say otherwise), yes, no")
-	fs.StringVar(&f.journal, "journal", "", "run journal (default CONTENT/.cairn/journal.jsonl)")
+	fs.StringVar(&f.journal, "journal", "", "run journal, an SQLite database several Cairn processes share (default CONTENT/.cairn/journal.db)")
 }
 
 // exec is a wired engine and what it needs closed.
@@ -69,9 +69,9 @@ func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetu
 	x := &execSetup{}
 	journalPath := f.journal
 	if journalPath == "" {
-		journalPath = filepath.Join(content, ".cairn", "journal.jsonl")
+		journalPath = filepath.Join(content, ".cairn", "journal.db")
 	}
-	j, err := executor.OpenJournal(journalPath)
+	j, err := openJournal(journalPath)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,8 @@ func journalResults(j *executor.Journal) func(rb *runbook.Runbook) map[string]si
 			}
 		}
 		out := map[string]site.BlockResult{}
-		for id, rec := range j.Latest(rb.Slug, hashes) {
+		latest, _ := j.Latest(rb.Slug, hashes) // a journal error shows no results; runs report it
+		for id, rec := range latest {
 			out[id] = toBlockResult(rec)
 		}
 		return out
@@ -207,4 +208,25 @@ func toBlockResult(rec executor.Record) site.BlockResult {
 	}
 	return site.BlockResult{Status: string(rec.Status), At: rec.Start.UTC().Format(time.RFC3339), Where: where,
 		Exit: exit, Duration: fmt.Sprintf("%.1fs", rec.Duration), Output: rec.Output, Reasons: rec.Reasons}
+}
+
+// openJournal opens the journal; next to a new default journal, an older
+// Cairn's journal.jsonl is read in once and renamed *.imported.
+func openJournal(path string) (*executor.Journal, error) {
+	_, statErr := os.Stat(path)
+	j, err := executor.OpenJournal(path)
+	if err != nil || !os.IsNotExist(statErr) || filepath.Base(path) != "journal.db" {
+		return j, err
+	}
+	legacy := filepath.Join(filepath.Dir(path), "journal.jsonl")
+	f, err := os.Open(legacy)
+	if err != nil {
+		return j, nil
+	}
+	defer f.Close()
+	if _, err := j.Import(context.Background(), f); err != nil {
+		return j, nil // a damaged old journal is left where it is, untouched
+	}
+	_ = os.Rename(legacy, legacy+".imported")
+	return j, nil
 }

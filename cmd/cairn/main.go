@@ -56,6 +56,7 @@ func (m *Main) commands() []command {
 		{"run", "run a runbook's steps in the terminal, verified and journaled", runRun},
 		{"daemon", "run the executor alone, for a site served elsewhere", runDaemon},
 		{"export", "export runbooks as standalone scripts or an offline bundle", runExport},
+		{"journal", "export, import or check the run journal", runJournal},
 		{"sandbox", "start or stop the local sandbox cluster and SSH hosts", runSandbox},
 		{"version", "print the cairn version", runVersion},
 	}

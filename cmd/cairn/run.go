@@ -76,13 +76,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	}
 	e := x.engine
 	// Non-secret captures of earlier runs let --from resume.
-	prev := map[string]string{}
-	for _, rec := range e.Journal.Records(rb.Slug) {
-		for k, v := range rec.Captures {
-			if v != executor.Mask {
-				prev[k] = v
-			}
-		}
+	prev, err := e.Journal.Captures(rb.Slug)
+	if err != nil {
+		return err
 	}
 	for k, v := range seeds {
 		prev[k] = v

@@ -16,7 +16,6 @@ import (
 	"io"
 	"net/http"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -36,8 +35,12 @@ const replayBytes = 256 << 10
 // before output it has no room for is skipped (and counted).
 const subscriberBuffer = 512
 
-// keepRuns bounds the finished runs kept in memory.
-const keepRuns = 200
+// keepRuns and keepBytes bound the finished runs kept in memory (for late
+// subscribers and GET /api/runs/{id}); older ones are in the journal.
+const (
+	keepRuns  = 200
+	keepBytes = 64 << 20
+)
 
 // Content is the loaded runbooks the daemon may run blocks of.
 type Content interface {
@@ -255,7 +258,11 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	}
 	latest := map[string]executor.Record{}
 	if s.Engine.Journal != nil {
-		latest = s.Engine.Journal.Latest(rb.Slug, hashes)
+		var err error
+		if latest, err = s.Engine.Journal.Latest(rb.Slug, hashes); err != nil {
+			fail(w, http.StatusInternalServerError, "journal", "%v", err)
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": latest, "captures": s.Engine.Captures(rb)})
 }
@@ -367,14 +374,7 @@ func (s *Server) launch(rb *runbook.Runbook, run *executor.Run) *liveRun {
 	s.mu.Lock()
 	s.runs[lr.id] = lr
 	s.order = append(s.order, lr.id)
-	for len(s.order) > keepRuns {
-		old := s.runs[s.order[0]]
-		if old != nil && !old.finished() {
-			break
-		}
-		delete(s.runs, s.order[0])
-		s.order = s.order[1:]
-	}
+	s.trim()
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
@@ -387,6 +387,29 @@ func (s *Server) launch(rb *runbook.Runbook, run *executor.Run) *liveRun {
 		}
 	}()
 	return lr
+}
+
+// trim forgets the oldest finished runs beyond keepRuns or keepBytes of
+// output held in memory; live runs are never forgotten and never stop the
+// trimming (the journal has every finished run). Called with s.mu held.
+func (s *Server) trim() {
+	total := 0
+	for _, id := range s.order {
+		total += s.runs[id].size()
+	}
+	kept := s.order[:0]
+	n := len(s.order)
+	for i, id := range s.order {
+		lr := s.runs[id]
+		if lr.finished() && (n-i > keepRuns || total > keepBytes) && n > 1 {
+			total -= lr.size()
+			delete(s.runs, id)
+			n--
+			continue
+		}
+		kept = append(kept, id)
+	}
+	s.order = kept
 }
 
 func (s *Server) lookup(id string) *liveRun {
@@ -423,12 +446,12 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	var recs []executor.Record
 	if s.Engine.Journal != nil {
-		recs = s.Engine.Journal.Records(slug)
+		var err error
+		if recs, err = s.Engine.Journal.Records(slug, 100); err != nil {
+			fail(w, http.StatusInternalServerError, "journal", "%v", err)
+			return
+		}
 	}
-	if len(recs) > 100 {
-		recs = recs[len(recs)-100:]
-	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Start.After(recs[j].Start) })
 	if recs == nil {
 		recs = []executor.Record{}
 	}
@@ -606,6 +629,20 @@ func (lr *liveRun) finish(rec *executor.Record) {
 	lr.record = rec
 	lr.mu.Unlock()
 	close(lr.done)
+}
+
+// size is roughly the memory a run holds: its replay and its record.
+func (lr *liveRun) size() int {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	n := lr.replayN
+	if lr.record != nil {
+		n += len(lr.record.Output)
+		for _, h := range lr.record.Hosts {
+			n += len(h.Output)
+		}
+	}
+	return n
 }
 
 func (lr *liveRun) finished() bool {
