@@ -33,10 +33,15 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## fuzz: run each fuzz target briefly
+## fuzz: run every fuzz target of every package briefly (FUZZTIME each; found with go test -list)
+FUZZTIME ?= 30s
 fuzz:
-	for t in FuzzParse FuzzParseAttrs FuzzParseCond FuzzShellRefs; do \
-		$(GO) test ./runbook -run '^$$' -fuzz "^$$t$$" -fuzztime 30s || exit 1; done
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz: $$pkg $$t"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME); \
+		done; \
+	done
 
 ## bench: time cairn build against Hugo on 1,000 generated runbooks, and incremental rebuilds (not part of test)
 bench: build

@@ -397,10 +397,14 @@ func validHost(v string) error {
 	return nil
 }
 
+var portRe = regexp.MustCompile(`^:[1-9][0-9]{0,4}$`)
+
+// validPort accepts the one spelling of a port (22, not 022 or +22): the
+// ssh runner's known_hosts names depend on it.
 func validPort(s, v string) error {
 	n, err := strconv.Atoi(strings.TrimPrefix(s, ":"))
-	if !strings.HasPrefix(s, ":") || err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("bad port in %q", v)
+	if !portRe.MatchString(s) || err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("bad port in %q (a number from 1 to 65535, no sign or leading zero)", v)
 	}
 	return nil
 }

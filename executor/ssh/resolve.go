@@ -127,12 +127,41 @@ func splitHostValue(v string) (user, host, port string, err error) {
 	if h == "" {
 		return "", "", "", fmt.Errorf("host %q: empty host name", v)
 	}
-	if port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return "", "", "", fmt.Errorf("host %q: port %q is not a number from 1 to 65535", v, port)
+	if port != "" && !canonicalPort(port) {
+		return "", "", "", fmt.Errorf("host %q: port %q is not a number from 1 to 65535 written plainly (no sign, no leading zero)", v, port)
+	}
+	// Host names are compared case-insensitively by DNS and lowercased by
+	// OpenSSH before known_hosts is consulted; so here.
+	return user, strings.ToLower(h), port, nil
+}
+
+// canonicalPort accepts only the one spelling of a port: 22, not 022 or +22.
+// Every other spelling would reach the same port under another known_hosts
+// name, so trust-on-first-use would take a changed key for a new one.
+func canonicalPort(p string) bool {
+	if p == "" || len(p) > 5 || p[0] == '0' {
+		return false
+	}
+	for _, c := range p {
+		if c < '0' || c > '9' {
+			return false
 		}
 	}
-	return user, h, port, nil
+	n, _ := strconv.Atoi(p)
+	return n >= 1 && n <= 65535
+}
+
+// canonicalHost is the one spelling of a host value: [user@]host[:port]
+// with the host lowercased and IPv6 addresses bracketed when a port follows.
+func canonicalHost(user, host, port string) string {
+	s := host
+	if port != "" {
+		s = net.JoinHostPort(host, port)
+	}
+	if user != "" {
+		s = user + "@" + s
+	}
+	return s
 }
 
 // resolve applies, for each setting, in order of precedence: the host value
@@ -145,7 +174,7 @@ func (res *resolver) resolve(v string) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{Name: v, Alias: alias}
+	h := &Host{Name: canonicalHost(user, alias, port), Alias: alias}
 	o := res.cfg.lookup(alias)
 	fail := func(key string, err error) (*Host, error) {
 		op := o.first[key]
@@ -162,12 +191,13 @@ func (res *resolver) resolve(v string) (*Host, error) {
 		if hostname, err = expandTokens(hn, tokens{host: alias}); err != nil {
 			return fail("hostname", err)
 		}
+		hostname = strings.ToLower(hostname)
 	}
 	if port == "" {
 		port = "22"
 		if p, ok := o.get("port"); ok {
-			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-				return fail("port", fmt.Errorf("Port %q is not a number from 1 to 65535", p))
+			if !canonicalPort(p) {
+				return fail("port", fmt.Errorf("Port %q is not a number from 1 to 65535 written plainly", p))
 			}
 			port = p
 		}
