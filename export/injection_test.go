@@ -1,6 +1,7 @@
 package export_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,9 +44,11 @@ const hostileRunbook = "---\n" +
 	"  name: x\n" +
 	"data:\n" +
 	"  v: \"${VAL}\"\n" +
-	"CAIRN_EOF_APPLY\n" +
-	"CAIRN_EOF_APPLY_1\n" +
-	"'$(touch PWN11)'\n" +
+	"  w: ${VAL}\n" +
+	"  script: |\n" +
+	"    CAIRN_EOF_APPLY\n" +
+	"    '$(touch PWN11)'\n" +
+	"# CAIRN_EOF_APPLY_JSON\n" +
 	"```\n"
 
 var hostileValue = `v'a"l $(touch PWN20) ` + "`touch PWN21`" + ` ; touch PWN22 \ ${VAL} $VAL && echo HACKED`
@@ -122,7 +125,12 @@ func TestInjection(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--dry-run: exit %d\n%s", code, out)
 	}
-	for _, want := range []string{`v: "` + hostileValue + `"`, "CAIRN_EOF_APPLY\n", "CAIRN_EOF_APPLY_1\n", "'$(touch PWN11)'"} {
+	var hvb strings.Builder
+	enc := json.NewEncoder(&hvb)
+	enc.SetEscapeHTML(false)
+	enc.Encode(hostileValue)
+	hv := strings.TrimSpace(hvb.String())
+	for _, want := range []string{`"v":` + hv, `"w":` + hv, `CAIRN_EOF_APPLY\n'$(touch PWN11)'\n`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}

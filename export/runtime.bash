@@ -180,6 +180,75 @@ cairn_sub() {
 	printf '%s' "$text" | env "${kv[@]}" CAIRN_SUB_NAMES="$n" CAIRN_SUB_BRACED="$braced" LC_ALL=C awk "$cairn_awk_sub"
 }
 
+# cairn_awk_json fills a kube body exported as JSON: each reference is
+# marked \u0001NAME\u0002 (a plain YAML scalar that is only the reference)
+# or \u0001NAME\u0003 (inside a string), always inside a JSON string. Values
+# are JSON-escaped into that string; a plain one that reads as a number or
+# true/false replaces the whole string, as YAML would read it. One pass, so
+# a value is never looked at again.
+cairn_awk_json='
+BEGIN {
+	n = split(ENVIRON["CAIRN_SUB_NAMES"], names, " ")
+	for (i = 1; i <= n; i++) have[names[i]] = 1
+	for (i = 1; i < 32; i++) ord[sprintf("%c", i)] = i
+	first = 1
+}
+function esc(v,    o, k, c) {
+	o = ""
+	for (k = 1; k <= length(v); k++) {
+		c = substr(v, k, 1)
+		if (c == "\\") o = o "\\\\"
+		else if (c == "\"") o = o "\\\""
+		else if (c in ord) o = o sprintf("\\u%04x", ord[c])
+		else o = o c
+	}
+	return o
+}
+{
+	s = $0; out = ""
+	while ((j = index(s, "\\u0001")) > 0) {
+		pre = substr(s, 1, j - 1)
+		rest = substr(s, j + 6)
+		if (!match(rest, /^[A-Z][A-Z0-9_]*\\u000[23]/)) { out = out pre "\\u0001"; s = rest; continue }
+		name = substr(rest, 1, RLENGTH - 6)
+		plain = substr(rest, RLENGTH, 1) == "2"
+		after = substr(rest, RLENGTH + 1)
+		if (!(name in have)) { out = out pre "${" name "}"; s = after; continue }
+		v = ENVIRON["CAIRN_V_" name]
+		if (plain && substr(pre, length(pre), 1) == "\"" && substr(after, 1, 1) == "\"" && v ~ /^(true|false|-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)$/) {
+			out = out substr(pre, 1, length(pre) - 1) v
+			s = substr(after, 2)
+			continue
+		}
+		out = out pre esc(v)
+		s = after
+	}
+	printf "%s%s", (first ? "" : "\n"), out s
+	first = 0
+}'
+
+# cairn_json_fill NAMES JSON [display]: the exported kube body with values
+# filled in (see cairn_awk_json); with display, secret values are masked.
+cairn_json_fill() {
+	local names=$1 text=$2 display=${3:-} name have=() n
+	local -a kv=()
+	for name in $names; do
+		if [[ -v cairn_val[$name] ]]; then
+			if [[ -n $display && ${cairn_psecret[$name]:-0} == 1 ]]; then
+				kv+=("CAIRN_V_$name=$cairn_mask_text")
+			else
+				kv+=("CAIRN_V_$name=${cairn_val[$name]}")
+			fi
+			have+=("$name")
+		elif [[ -v cairn_cap[$name] ]]; then
+			kv+=("CAIRN_V_$name=${cairn_cap[$name]}")
+			have+=("$name")
+		fi
+	done
+	n="${have[*]}"
+	printf '%s' "$text" | env "${kv[@]}" CAIRN_SUB_NAMES="$n" LC_ALL=C awk "$cairn_awk_json"
+}
+
 # --- parameters ----------------------------------------------------------------
 
 cairn_is_ipv4() {

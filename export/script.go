@@ -95,7 +95,7 @@ func oneLine(s string) string {
 func heredoc(kind, body string) string {
 	lines := map[string]bool{}
 	for _, l := range strings.Split(body, "\n") {
-		lines[l] = true
+		lines[strings.TrimSpace(l)] = true // an indented twin confuses readers (and shellcheck)
 	}
 	base := "CAIRN_EOF_" + kind
 	d := base
@@ -498,6 +498,21 @@ func (g *gen) block(b *runbook.Block) {
 	g.p("\tcairn_live=%d\n", live)
 	kind := strings.ToUpper(strings.ReplaceAll(b.ID, "-", "_"))
 	g.bodyVar("\t", "cairn_body", kind, b.Content)
+	if b.Manifest != nil {
+		// Kube bodies go out as JSON with each reference marked inside the
+		// string that holds it; cairn_json_fill puts values there JSON-escaped,
+		// so a value stays one scalar (runbook.Manifest, the daemon's rule).
+		tmpl, err := b.Manifest.Template(func(_ int, r runbook.ManifestRef) string {
+			if r.Plain {
+				return "\x01" + r.Name + "\x02"
+			}
+			return "\x01" + r.Name + "\x03"
+		})
+		if err != nil {
+			g.fail(b, "manifest: %v", err)
+		}
+		g.bodyVar("\t", "cairn_json", kind+"_JSON", string(tmpl))
+	}
 	if b.Target == runbook.TargetManual {
 		g.p("\tcairn_manual %s \"$(cairn_sub 0 \"$cairn_refs\" \"$cairn_body\" display)\"\n}\n\n", q(b.ID))
 		return
@@ -619,7 +634,7 @@ func (g *gen) kube(b *runbook.Block, secs string) {
 	rt := "--request-timeout=" + secs + "s"
 	switch b.Action {
 	case "apply":
-		g.p("\tlocal m\n\tm=$(cairn_sub 1 \"$cairn_refs\" \"$cairn_body\" \"$cairn_disp\")\n")
+		g.p("\tlocal m\n\tm=$(cairn_json_fill \"$cairn_refs\" \"$cairn_json\" \"$cairn_disp\")\n")
 		g.p("\tif [[ -n $cairn_disp ]]; then\n")
 		g.p("\t\tcairn_dry_show \"kubectl --context ${cairn_kube_ctx:-(current)} apply --server-side --field-manager=cairn --force-conflicts -f - with\" \"$m\"\n\t\treturn 0\n\tfi\n")
 		g.p("\tcairn_kube_apply \"$m\"\n")
@@ -648,7 +663,7 @@ func (g *gen) kube(b *runbook.Block, secs string) {
 			if pt == "" {
 				pt = "strategic"
 			}
-			g.p("\ta+=(--type %s -p \"$(cairn_sub 1 \"$cairn_refs\" \"$cairn_body\" \"$cairn_disp\")\")\n", q(pt))
+			g.p("\ta+=(--type %s -p \"$(cairn_json_fill \"$cairn_refs\" \"$cairn_json\" \"$cairn_disp\")\")\n", q(pt))
 		case "scale":
 			g.p("\ta+=(--replicas=%s)\n", attr(b.Replicas))
 		}

@@ -1,7 +1,10 @@
 package export_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"reflect"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,4 +148,57 @@ func TestCaptureMatchesExecutor(t *testing.T) {
 			t.Errorf("/%s/ on %q: script captured %q, executor %q", c.re, c.out, out, want)
 		}
 	}
+}
+
+// TestManifestFillMatchesExecutor: the script fills a kube body exactly as
+// the kube runner does (runbook.Manifest.Fill), hostile values included.
+func TestManifestFillMatchesExecutor(t *testing.T) {
+	rb := parse(t, minimal)
+	script := scriptFor(t, rb)
+	body := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: {a: \"${A}\"}\ndata:\n  n: ${A}\n  q: \"${A}\"\n  mix: ${A}-${B}\n  lit: |\n    x ${B} y\n---\napiVersion: v1\nkind: List\nitems: [{kind: Secret, apiVersion: v1, metadata: {name: \"s\"}, stringData: {k: \"${MISSING}\"}}]\n"
+	m, err := runbook.ParseManifest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := m.Template(func(_ int, r runbook.ManifestRef) string {
+		if r.Plain {
+			return "\x01" + r.Name + "\x02"
+		}
+		return "\x01" + r.Name + "\x03"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"plain", "24", "-3", "2.5e3", "true", "false", "0777", "null", "x\ny\n---\nkind: ClusterRoleBinding",
+		`q"uo\te\\ $(touch PWN) ` + "\t\x01\x1f", "한국어 값", "\\u0001A\\u0002", "\x01A\x02"} {
+		want, err := m.Fill(map[string]string{"A": v, "B": "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := harness(t, script, "", `declare -A cairn_val=([A]="$VA" [B]=b) cairn_psecret=() cairn_cap=(); cairn_json_fill "A B MISSING" "$TMPL"`,
+			"VA="+v, "TMPL="+string(tmpl))
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", v, err, got)
+		}
+		if !sameJSONDocs(t, want, []byte(got)) {
+			t.Errorf("%q:\nscript:   %s\nexecutor: %s", v, got, want)
+		}
+	}
+}
+
+func sameJSONDocs(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	dec := func(x []byte) []any {
+		var out []any
+		d := json.NewDecoder(bytes.NewReader(x))
+		for d.More() {
+			var v any
+			if err := d.Decode(&v); err != nil {
+				t.Fatalf("decode %q: %v", x, err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	return reflect.DeepEqual(dec(a), dec(b))
 }

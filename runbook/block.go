@@ -809,11 +809,15 @@ func (p *parseState) checkManifest(b *Block) {
 			// In a comment: never filled in, harmless.
 		case r.Key:
 			p.errf(at(r), "%s: ${%s} is part of the key %q; a parameter may only be a value (move it to the right of the colon)", blk, r.Name, r.Path)
-		case b.Action == "apply" && (field == "apiVersion" || field == "kind"):
-			p.errf(at(r), "%s: ${%s} sets %s; the kinds a block creates are the ones its manifest spells out, so write the %s itself", blk, r.Name, field, field)
-		case b.Action == "apply" && (field == "metadata.name" || field == "metadata.namespace"):
-			if prm := p.rb.ParamByName(r.Name); prm != nil && prm.Type == TypeString && prm.Pattern == nil {
-				p.errf(at(r), "%s: parameter %s names an object (%s) but accepts any text; give it a pattern, e.g. pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'", blk, r.Name, field)
+		case b.Action == "apply" && (field == "apiVersion" || field == "kind" || field == "metadata.name" || field == "metadata.namespace"):
+			// What a block creates is what its manifest spells out; a
+			// value may only pick among what a pattern allows.
+			prm := p.rb.ParamByName(r.Name)
+			switch {
+			case prm == nil:
+				p.errf(at(r), "%s: ${%s} sets %s from a captured value; the objects a block creates must come from its manifest or a validated parameter", blk, r.Name, field)
+			case prm.Type == TypeString && prm.Pattern == nil:
+				p.errf(at(r), "%s: parameter %s sets %s but accepts any text; give it a pattern, e.g. pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'", blk, r.Name, field)
 			}
 		}
 	}

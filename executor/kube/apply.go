@@ -28,9 +28,8 @@ var crdGK = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourc
 func (r *Runner) apply(ctx context.Context, a *action, p *printer) ([]any, error) {
 	if a.manifest != nil {
 		for _, ref := range a.manifest.Refs() {
-			field := ref.Path[strings.LastIndexByte(ref.Path, ']')+1:]
-			if ref.Key || strings.TrimPrefix(field, ".") == "apiVersion" || strings.TrimPrefix(field, ".") == "kind" {
-				return nil, fmt.Errorf("manifest document %d: ${%s} at %s would choose what the block creates; refused", ref.Doc, ref.Name, ref.Path)
+			if ref.Key {
+				return nil, fmt.Errorf("manifest document %d: ${%s} in the key %s; a parameter may only be a value", ref.Doc, ref.Name, ref.Path)
 			}
 		}
 	}
