@@ -26,6 +26,9 @@ const (
 // results are usually printed last). Streaming is not bounded by it.
 const DefaultMaxOutput = 1 << 20
 
+// DefaultMaxRuns is Engine.MaxRuns's default.
+const DefaultMaxRuns = 16
+
 // Engine prepares, runs, verifies and journals blocks. It keeps per-runbook
 // captured values in memory for later blocks.
 type Engine struct {
@@ -36,9 +39,13 @@ type Engine struct {
 	// context and names it; nil refuses every kube block.
 	KubeWhere func(rb *runbook.Runbook) (string, error)
 	MaxOutput int
-	Now       func() time.Time
+	// MaxRuns caps the blocks running at once (every runbook together);
+	// default DefaultMaxRuns. One more is refused with ErrTooManyRuns.
+	MaxRuns int
+	Now     func() time.Time
 
 	mu       sync.Mutex
+	running  int
 	busy     map[string]string // runbook path -> run id
 	sessions map[string]*session
 }
@@ -136,6 +143,8 @@ func ResolveParams(rb *runbook.Runbook, given map[string]string) (map[string]str
 		if !ok || v == "" && p.Required {
 			if p.Required {
 				missing = append(missing, p.Name)
+			} else {
+				vals[p.Name] = "" // optional and not given: set and empty, so set -u blocks run
 			}
 			continue
 		}
@@ -145,6 +154,10 @@ func ResolveParams(rb *runbook.Runbook, given map[string]string) (map[string]str
 		}
 		if err := p.Validate(v); err != nil {
 			problems = append(problems, fmt.Sprintf("parameter %s: %v", p.Name, err))
+			continue
+		}
+		if p.Secret && len(strings.TrimSpace(v)) < MinSecret {
+			problems = append(problems, fmt.Sprintf("parameter %s: a secret shorter than %d characters cannot be masked in output; use a longer one", p.Name, MinSecret))
 			continue
 		}
 		vals[p.Name] = v
@@ -242,6 +255,13 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 		}
 		where = strings.Join(job.Hosts, " ")
 	}
+	maxRuns := e.MaxRuns
+	if maxRuns <= 0 {
+		maxRuns = DefaultMaxRuns
+	}
+	if e.running >= maxRuns {
+		return nil, fmt.Errorf("%w (%d at once); wait for one to finish or cancel one", ErrTooManyRuns, maxRuns)
+	}
 	if !b.Concurrent {
 		if id, ok := e.busy[rb.Path]; ok {
 			return nil, fmt.Errorf("%w (run %s); wait for it or cancel it", ErrBusy, id)
@@ -251,6 +271,7 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 		}
 		e.busy[rb.Path] = job.RunID
 	}
+	e.running++
 	red := &Redactor{}
 	for k, v := range env {
 		if p := rb.ParamByName(k); (p != nil && p.Secret) || s.secret[k] {
@@ -281,6 +302,7 @@ func (r *Run) Release() {
 	r.once.Do(func() {
 		r.e.mu.Lock()
 		defer r.e.mu.Unlock()
+		r.e.running--
 		if r.e.busy[r.Job.Runbook.Path] == r.ID {
 			delete(r.e.busy, r.Job.Runbook.Path)
 		}
@@ -372,9 +394,17 @@ func (r *Run) Execute(ctx context.Context, out Sink) *Record {
 			if !ok {
 				continue
 			}
+			if c.Secret && len(strings.TrimSpace(v)) < MinSecret {
+				rec.Status = StatusFailed
+				rec.Reasons = append(rec.Reasons, fmt.Sprintf("secret capture %s is shorter than %d characters and cannot be masked; it was not kept", c.Name, MinSecret))
+				continue
+			}
+			// A value that holds a secret (a kubeconfig with a token, a join
+			// command) becomes secret itself.
+			secret := c.Secret || r.red.String(v) != v
 			r.sess.captures[c.Name] = v
-			r.sess.secret[c.Name] = c.Secret
-			if c.Secret {
+			r.sess.secret[c.Name] = secret
+			if secret {
 				r.red.AddValue(v)
 				rec.Captures[c.Name] = Mask
 			} else {
@@ -382,6 +412,22 @@ func (r *Run) Execute(ctx context.Context, out Sink) *Record {
 			}
 		}
 		e.mu.Unlock()
+	}
+	if holdsOutput(b) {
+		if len(hosts) > 0 && rec.Status != StatusVerified {
+			// Not kept, but still never shown.
+			vals, _ := Capture(b, outputs[hosts[0].Host].String(), hosts[0].Objects, e.Objects)
+			for _, c := range b.Captures {
+				if c.Secret {
+					r.red.AddValue(vals[c.Name])
+				}
+			}
+		}
+		for _, h := range hosts {
+			if o := outputs[h.Host].String(); o != "" {
+				out.Output(h.Host, []byte(r.red.String(o)))
+			}
+		}
 	}
 	for _, h := range hosts {
 		hr := HostRecord{Host: h.Host, Exit: h.Exit, Duration: h.Duration.Seconds()}
@@ -425,7 +471,7 @@ func (r *Run) attempt(ctx context.Context, out Sink) ([]HostResult, map[string]*
 	}
 	tctx, cancel := context.WithTimeout(ctx, b.Timeout)
 	defer cancel()
-	sink := &runSink{out: out, red: r.red, max: max, block: b, bufs: map[string]*tailBuffer{}, lines: map[string]*lineRedactor{}}
+	sink := &runSink{out: out, red: r.red, max: max, block: b, bufs: map[string]*tailBuffer{}, lines: map[string]*lineRedactor{}, hold: holdsOutput(b)}
 	hosts, err := r.e.Runners[runnerKey(b)].Run(tctx, r.Job, sink)
 	sink.flush()
 	for i := range hosts {
@@ -457,6 +503,19 @@ type runSink struct {
 	block *runbook.Block
 	bufs  map[string]*tailBuffer
 	lines map[string]*lineRedactor
+	hold  bool // output is shown only when the run ends (holdsOutput)
+}
+
+// holdsOutput: a secret captured with jsonpath= is only known once the
+// objects are in, after their text was printed; such a block's output is
+// held back and shown, redacted, when the run ends.
+func holdsOutput(b *runbook.Block) bool {
+	for _, c := range b.Captures {
+		if c.Secret && c.Regexp == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *runSink) Output(host string, p []byte) {
@@ -470,6 +529,9 @@ func (s *runSink) Output(host string, p []byte) {
 	// The raw output is kept for expectations and captures; what leaves
 	// the engine is redacted.
 	buf.Write(p)
+	if s.hold {
+		return
+	}
 	lr := s.lines[host]
 	if lr == nil {
 		lr = &lineRedactor{r: s.red, emit: func(b []byte) { s.out.Output(host, b) }, onLine: s.secretCaptures}

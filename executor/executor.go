@@ -73,6 +73,7 @@ var (
 	ErrHashMismatch   = errors.New("block hash does not match the loaded content")
 	ErrNeedsConfirm   = errors.New("block needs confirmation")
 	ErrBusy           = errors.New("another block of this runbook is running")
+	ErrTooManyRuns    = errors.New("too many blocks are running")
 	ErrNoRunner       = errors.New("no runner for this target")
 	ErrContextRefused = errors.New("kube context not allowed by the runbook")
 	ErrBadParam       = errors.New("invalid parameter")

@@ -19,11 +19,16 @@ type Redactor struct {
 	patterns []*regexp.Regexp
 }
 
-// AddValue hides every occurrence of v (values shorter than 3 bytes would
-// mask ordinary text, so they are ignored).
+// MinSecret is the shortest secret value that can be masked: shorter ones
+// would mask ordinary text. The engine refuses shorter secret parameters
+// and fails a block whose secret capture is shorter, rather than show them.
+const MinSecret = 3
+
+// AddValue hides every occurrence of v (surrounding space trimmed; values
+// shorter than MinSecret are the caller's to refuse).
 func (r *Redactor) AddValue(v string) {
 	v = strings.TrimSpace(v)
-	if len(v) < 3 {
+	if len(v) < MinSecret {
 		return
 	}
 	r.mu.Lock()
@@ -43,6 +48,33 @@ func (r *Redactor) AddPattern(re *regexp.Regexp) {
 	r.mu.Lock()
 	r.patterns = append(r.patterns, re)
 	r.mu.Unlock()
+}
+
+// longest is the length of the longest secret value.
+func (r *Redactor) longest() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(r.values) == 0 {
+		return 0
+	}
+	return len(r.values[0])
+}
+
+// safeCut moves cut back so that no occurrence of a secret value spans it
+// (the part before cut can then be redacted and emitted on its own).
+func (r *Redactor) safeCut(b []byte, cut int) int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for moved := true; moved; {
+		moved = false
+		for _, v := range r.values {
+			lo := max(0, cut-len(v)+1)
+			if i := bytes.Index(b[lo:min(len(b), cut+len(v)-1)], []byte(v)); i >= 0 && lo+i < cut {
+				cut, moved = lo+i, true
+			}
+		}
+	}
+	return cut
 }
 
 // String redacts s.
@@ -81,7 +113,14 @@ func (lr *lineRedactor) Write(p []byte) {
 	}
 	cut := i + 1
 	if i < 0 {
-		cut = len(lr.pending)
+		// A line longer than maxLine goes out in pieces. Keep back enough
+		// for a secret that starts here and ends in the next chunk, and
+		// never cut through one that is all here.
+		cut = len(lr.pending) - max(lr.r.longest()-1, 0)
+		cut = lr.r.safeCut(lr.pending, cut)
+		if cut <= 0 {
+			return
+		}
 	}
 	if lr.onLine != nil {
 		lr.onLine(lr.pending[:cut])

@@ -3,6 +3,7 @@ package export_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,8 +110,17 @@ func TestInjection(t *testing.T) {
 			if strings.Contains(out, "s3cr3t") || !strings.Contains(out, "token=[••••]") {
 				t.Errorf("secret parameter not masked:\n%s", out)
 			}
-			if !strings.Contains(out, "Check $(touch PWN8) and `touch PWN9`; then "+tc.want) || !strings.Contains(out, "CAIRN_EOF_BY_HAND") {
-				t.Errorf("manual text not shown literally:\n%s", out)
+			// The text is shown as written; a value in it is shown quoted for
+			// the shell, so that pasting it runs nothing.
+			quoted, err := exec.Command("bash", "-c", `printf %q "$1"`, "_", tc.want).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "Check $(touch PWN8) and `touch PWN9`; then "+string(quoted)) || !strings.Contains(out, "CAIRN_EOF_BY_HAND") {
+				t.Errorf("manual text not shown with the value quoted (%s):\n%s", quoted, out)
+			}
+			if fi, err := os.Stat(log); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("log %s: %v, want mode 0600", log, err)
 			}
 			logText, _ := os.ReadFile(log)
 			if strings.Contains(string(logText), "s3cr3t") {

@@ -167,17 +167,53 @@ cairn_sub() {
 		elif [[ -v cairn_val[$name] ]]; then
 			if [[ -n $display && ${cairn_psecret[$name]:-0} == 1 ]]; then
 				kv+=("CAIRN_V_$name=$cairn_mask_text")
+			elif [[ -n $display ]]; then
+				kv+=("CAIRN_V_$name=$(cairn_quote_shown "${cairn_val[$name]}")")
 			else
 				kv+=("CAIRN_V_$name=${cairn_val[$name]}")
 			fi
 			have+=("$name")
 		elif [[ -v cairn_cap[$name] ]]; then
-			kv+=("CAIRN_V_$name=${cairn_cap[$name]}")
+			if [[ -n $display ]]; then
+				kv+=("CAIRN_V_$name=$(cairn_quote_shown "${cairn_cap[$name]}")")
+			else
+				kv+=("CAIRN_V_$name=${cairn_cap[$name]}")
+			fi
 			have+=("$name")
 		fi
 	done
 	n="${have[*]}"
 	printf '%s' "$text" | env "${kv[@]}" CAIRN_SUB_NAMES="$n" CAIRN_SUB_BRACED="$braced" LC_ALL=C awk "$cairn_awk_sub"
+}
+
+# cairn_quote_shown VALUE: the value as shown for a reader to copy: as it is
+# when it is plain, else shell-quoted, so that pasting it runs nothing.
+cairn_quote_shown() {
+	if [[ $1 =~ ^[A-Za-z0-9@%+=:,./_-]*$ ]]; then
+		printf '%s' "$1"
+	else
+		printf '%q' "$1"
+	fi
+}
+
+# cairn_shell_view NAMES BODY: a shell block as a dry run shows it: the
+# values it reads as shell assignments (quoted; secrets masked), then its
+# text as written. Values are never pasted into shell text.
+cairn_shell_view() {
+	local name v
+	for name in $1; do
+		if [[ -v cairn_val[$name] ]]; then
+			v=${cairn_val[$name]}
+			[[ ${cairn_psecret[$name]:-0} == 1 ]] && v=$cairn_mask_text
+		elif [[ -v cairn_cap[$name] ]]; then
+			v=${cairn_cap[$name]}
+			[[ ${cairn_csecret[$name]:-0} == 1 ]] && v=$cairn_mask_text
+		else
+			continue
+		fi
+		printf '%s=%q\n' "$name" "$v"
+	done
+	printf '%s' "$2"
 }
 
 # cairn_awk_json fills a kube body exported as JSON: each reference is
@@ -434,7 +470,11 @@ cairn_resolve_params() {
 			printf '\n' >&2
 		fi
 		if ((!have)) || [[ -z $v && ${cairn_prequired[$k]} == 1 ]]; then
-			[[ ${cairn_prequired[$k]} == 1 ]] && missing+=("$k")
+			if [[ ${cairn_prequired[$k]} == 1 ]]; then
+				missing+=("$k")
+			else
+				cairn_val[$k]='' # optional and not given: empty, so set -u blocks still run
+			fi
 			continue
 		fi
 		if [[ -z $v ]]; then
@@ -483,15 +523,28 @@ cairn_load_captures() {
 	done <"$f"
 }
 
+# cairn_has_secret VALUE: whether VALUE holds a masked secret.
+cairn_has_secret() {
+	local m
+	for m in "${cairn_masks[@]}"; do
+		[[ -n $m && $1 == *"$m"* ]] && return 0
+	done
+	return 1
+}
+
+# Only non-secret captures are saved, and none that holds a secret; the file
+# is the user's alone (0600), like the log.
 cairn_save_captures() {
 	local f name
 	f=$(cairn_state_file)
-	{
+	(
+		umask 077
 		for name in "${cairn_capture_names[@]}"; do
 			[[ -v cairn_cap[$name] && ${cairn_csecret[$name]} == 0 ]] || continue
+			cairn_has_secret "${cairn_cap[$name]}" && continue
 			printf '%s %s\n' "$name" "$(printf '%s' "${cairn_cap[$name]}" | base64 -w0)"
-		done
-	} >"$f.tmp" && mv -f -- "$f.tmp" "$f"
+		done >"$f.tmp"
+	) && mv -f -- "$f.tmp" "$f"
 }
 
 # cairn_need BLOCK NAME:BY ...: every capture the block reads must be known.
@@ -520,7 +573,7 @@ cairn_log_line() {
 	((cairn_dry || cairn_list)) && return 0
 	local when
 	when=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$when" "$1" "$2" "$3" "$4" "$(cairn_oneline "$(cairn_mask_str "${5:-}")")" >>"$cairn_log" ||
+	(umask 077 && printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$when" "$1" "$2" "$3" "$4" "$(cairn_oneline "$(cairn_mask_str "${5:-}")")" >>"$cairn_log") ||
 		cairn_warn "cannot write the log $cairn_log"
 }
 
@@ -965,7 +1018,8 @@ cairn_capture_jsonpath() { # NAME SECRET COLUMN PATH
 
 cairn_set_capture() {
 	cairn_cap[$1]=$3
-	if [[ $2 == 1 ]]; then
+	# A value that holds a secret becomes secret itself (as in the executor).
+	if [[ $2 == 1 ]] || cairn_has_secret "$3"; then
 		cairn_add_mask "$3"
 		cairn_csecret[$1]=1
 	fi

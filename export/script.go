@@ -534,9 +534,9 @@ func (g *gen) block(b *runbook.Block) {
 	g.p("\tif ((cairn_dry)); then\n")
 	switch {
 	case b.Target == runbook.TargetLocal:
-		g.p("\t\tcairn_dry_show 'here (bash -euo pipefail)' \"$(cairn_sub 0 \"$cairn_refs\" \"$cairn_body\" display)\"\n")
+		g.p("\t\tcairn_dry_show 'here (bash -euo pipefail)' \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n")
 	case b.Target == runbook.TargetKube && b.Action == "":
-		g.p("\t\tcairn_dry_show \"here with kube context ${cairn_kube_ctx:-(current)} pinned (bash -euo pipefail)\" \"$(cairn_sub 0 \"$cairn_refs\" \"$cairn_body\" display)\"\n")
+		g.p("\t\tcairn_dry_show \"here with kube context ${cairn_kube_ctx:-(current)} pinned (bash -euo pipefail)\" \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n")
 	case b.Target == runbook.TargetSSH && b.Action == "copy":
 		from := "this machine"
 		if b.From != "" {
@@ -548,7 +548,7 @@ func (g *gen) block(b *runbook.Block) {
 		if b.Sudo {
 			sudo = " under sudo -n"
 		}
-		g.p("\t\tcairn_dry_show \"on each of ${cairn_val[%s]:-} over ssh%s (bash -euo pipefail)\" \"$(cairn_sub 0 \"$cairn_refs\" \"$cairn_body\" display)\"\n", b.Hosts, sudo)
+		g.p("\t\tcairn_dry_show \"on each of ${cairn_val[%s]:-} over ssh%s (bash -euo pipefail)\" \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n", b.Hosts, sudo)
 	default:
 		g.p("\t\tcairn_disp=display\n\t\t%s\n\t\tcairn_disp=''\n", fn("kube", b))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/cairn-dev/cairn/internal/httpguard"
 	"github.com/cairn-dev/cairn/internal/loopback"
 )
 
@@ -92,7 +93,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.Handler()}
+	httpguard.Harden(srv, httpguard.Limits{})
 	url := "http://" + ln.Addr().String() + "/"
 	fmt.Fprintf(s.opts.Log, "serving on %s (Ctrl+C to stop)\n", url)
 	if s.opts.Ready != nil {

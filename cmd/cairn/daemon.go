@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/executor/daemon"
+	"github.com/cairn-dev/cairn/internal/httpguard"
 	"github.com/cairn-dev/cairn/runbook"
 )
 
@@ -80,7 +81,8 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (is another daemon running? try --listen 127.0.0.1:7799)", *listen, err)
 	}
-	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: d.Handler()}
+	httpguard.Harden(srv, httpguard.Limits{})
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(m.Stderr, "executor listening on %s with %d runbooks\n", base, len(st.Runbooks()))
 	frag := "#cairn-executor=" + url.QueryEscape(base) + "&cairn-token=" + d.Token

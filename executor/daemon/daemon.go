@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-dev/cairn/executor"
@@ -38,8 +39,10 @@ const subscriberBuffer = 512
 // keepRuns and keepBytes bound the finished runs kept in memory (for late
 // subscribers and GET /api/runs/{id}); older ones are in the journal.
 const (
-	keepRuns  = 200
-	keepBytes = 64 << 20
+	// maxStreams caps open event streams (each holds a connection).
+	maxStreams = 64
+	keepRuns   = 200
+	keepBytes  = 64 << 20
 )
 
 // Content is the loaded runbooks the daemon may run blocks of.
@@ -62,6 +65,8 @@ type Server struct {
 	Where func(rb *runbook.Runbook) (string, error)
 	// OnRecord, if set, is called after each finished run (write-back).
 	OnRecord func(rb *runbook.Runbook, rec *executor.Record)
+
+	streams atomic.Int64
 
 	mu    sync.Mutex
 	runs  map[string]*liveRun
@@ -350,6 +355,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 			status, code = http.StatusConflict, "hash_mismatch"
 		case errors.Is(err, executor.ErrBusy):
 			status, code = http.StatusConflict, "busy"
+		case errors.Is(err, executor.ErrTooManyRuns):
+			status, code = http.StatusTooManyRequests, "too_many_runs"
 		case errors.Is(err, executor.ErrNeedsConfirm):
 			status, code = http.StatusPreconditionRequired, "needs_confirm"
 		case errors.Is(err, executor.ErrBadParam):
@@ -471,6 +478,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, "no_stream", "streaming unsupported")
 		return
 	}
+	if n := s.streams.Add(1); n > maxStreams {
+		s.streams.Add(-1)
+		fail(w, http.StatusTooManyRequests, "too_many_streams", "%d event streams are open; close a page or tab first", maxStreams)
+		return
+	}
+	defer s.streams.Add(-1)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
