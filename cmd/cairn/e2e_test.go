@@ -18,10 +18,18 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
+	"github.com/cairn-dev/cairn/executor/local"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
 
-func TestMain(m *testing.M) { os.Exit(testrig.Main(m)) }
+func TestMain(m *testing.M) {
+	// The in-process CLI's local runner runs blocks through this binary's
+	// __supervise, as the real cairn does.
+	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
+		os.Exit(local.Supervise(os.Args[2:]))
+	}
+	os.Exit(testrig.Main(m))
+}
 
 var screenshots = flag.Bool("screenshots", false, "write docs/screenshot-executor.png from the end-to-end test")
 

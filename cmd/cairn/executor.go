@@ -97,7 +97,7 @@ func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetu
 		}
 	}
 
-	runners := map[string]executor.Runner{executor.RunnerLocal: &local.Runner{}}
+	runners := map[string]executor.Runner{executor.RunnerLocal: &local.Runner{Supervisor: supervisor()}}
 	e := &executor.Engine{Runners: runners, Journal: j, Objects: kube.Checker{}}
 	if kr, err := kube.New(kube.Config{Kubeconfig: kubeconfig, Context: kctx}); err == nil {
 		x.kube = kr
@@ -111,7 +111,7 @@ func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetu
 		path, cleanup, err := kr.PinnedKubeconfig(dir)
 		if err == nil {
 			x.closers = append(x.closers, func() { cleanup() })
-			runners[executor.RunnerKubeShell] = &local.Runner{ExtraEnv: []string{"KUBECONFIG=" + path}}
+			runners[executor.RunnerKubeShell] = &local.Runner{ExtraEnv: []string{"KUBECONFIG=" + path}, Supervisor: supervisor()}
 		}
 		x.notes = append(x.notes, "kube blocks use "+kr.Target().String())
 	} else {

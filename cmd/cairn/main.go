@@ -10,7 +10,22 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cairn-dev/cairn/executor/local"
 )
+
+// superviseCmd is the hidden command that runs a block's bash for the local
+// runner (local.Supervise); it is not meant to be typed.
+const superviseCmd = "__supervise"
+
+// supervisor is the local runner's Supervisor: this binary's __supervise.
+func supervisor() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil // a cancel still kills bash's process group
+	}
+	return []string{exe, superviseCmd}
+}
 
 // Version is set at link time (-X main.Version=...).
 var Version = "dev"
@@ -23,6 +38,9 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
+		os.Exit(local.Supervise(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// A second signal forces exit, as in litestream: the first one only

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +28,11 @@ type Runner struct {
 	ExtraEnv []string
 	// Grace is how long a cancelled group gets between SIGTERM and SIGKILL.
 	Grace time.Duration
+	// Supervisor, when set, is the command that runs bash for us (cairn's
+	// "__supervise", which calls Supervise): the run's processes then end
+	// with the run and with this process, even after kill -9 and setsid.
+	// Without it, a cancel kills bash's process group only.
+	Supervisor []string
 }
 
 var _ executor.Runner = (*Runner)(nil)
@@ -62,17 +70,27 @@ func (r *Runner) run(ctx context.Context, script string, env []string, output fu
 	if grace == 0 {
 		grace = 2 * time.Second
 	}
-	cmd := exec.Command(bash, "--noprofile", "--norc", "-e", "-u", "-o", "pipefail", "-c", script)
+	argv := []string{bash, "--noprofile", "--norc", "-e", "-u", "-o", "pipefail", "-c", script}
+	supervised := len(r.Supervisor) > 0
+	if supervised {
+		argv = append(append([]string(nil), r.Supervisor...), argv...)
+		env = append(env[:len(env):len(env)], "CAIRN_SUPERVISE_PARENT="+strconv.Itoa(os.Getpid()), "CAIRN_SUPERVISE_GRACE="+grace.String())
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = r.Dir
 	cmd.Stdin = nil
+	// The supervisor hears of our death (SIGTERM), even by kill -9.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if supervised {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return -1, fmt.Errorf("start bash: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		pr.Close()
 		pw.Close()
 		return -1, fmt.Errorf("start bash: %w", err)
@@ -102,9 +120,13 @@ func (r *Runner) run(ctx context.Context, script string, env []string, output fu
 		killed = true
 		pgid := cmd.Process.Pid
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		wait := grace
+		if supervised {
+			wait += 5 * time.Second // its own grace, then its clean-up
+		}
 		select {
 		case werr = <-waitc:
-		case <-time.After(grace):
+		case <-time.After(wait):
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			werr = <-waitc
 		}
@@ -133,4 +155,31 @@ func (r *Runner) run(ctx context.Context, script string, env []string, output fu
 		return -1, werr
 	}
 	return 0, nil
+}
+
+// Pdeathsig belongs to the thread that forked the child: the supervisor
+// would get SIGTERM whenever the Go runtime retired that thread. So every
+// child is started from one goroutine locked to a thread that never exits.
+var (
+	spawnOnce sync.Once
+	spawnc    = make(chan spawnReq)
+)
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func start(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for req := range spawnc {
+				req.done <- req.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawnc <- spawnReq{cmd: cmd, done: done}
+	return <-done
 }

@@ -51,12 +51,15 @@
 // logins) and from a second session that signals the remote session by its
 // id, which the remote sh reports first thing (with sudo -n when the block
 // uses sudo, so that root processes started through sudo die too). A
-// process that started a session of its own (setsid) escapes both. Unlike
-// the local runner, background processes a script leaves running after a
-// normal exit are not killed: on a server that is how a script starts
-// something that must outlive it. A background process that still holds the
-// output keeps the block running until it exits (as with ssh itself);
-// redirect its output. While a script runs, keepalives (Runner.KeepAlive)
+// process that started a session of its own (setsid) is found by the
+// CAIRN_RUN_ID in its environment: when bash ends, normally or by a
+// signal, the remote sh kills every process of the host that carries the
+// run's id (through sudo -n for sudo blocks), so a block's background
+// processes end with the run, as with the local runner; start what must
+// outlive a block with systemctl, as on any server. What still escapes: a
+// process that clears its environment (env -i) and setsid; and when the
+// executor dies, the remote block runs until it ends or writes to the lost
+// connection (SIGPIPE); only then are its leftovers killed. While a script runs, keepalives (Runner.KeepAlive)
 // notice a host that stopped answering; its script is then out of reach and
 // may still run.
 //
@@ -290,12 +293,36 @@ func (r *Runner) runScript(ctx context.Context, job *executor.Job, h *Host, out 
 // (whatever it is) only execs /bin/sh; sh reports its pid, which is the
 // session id sshd gave the login shell, on standard error, and becomes bash
 // (or sudo) with standard error joined to standard output.
-func scriptCommand(sudo bool) string {
+func scriptCommand(sudo bool, runID string) string {
 	bash := "bash --noprofile --norc -euo pipefail -s"
+	reap := "/bin/sh -c " + runbook.ShellQuote(reapScript(runID))
 	if sudo {
 		bash = "sudo -n " + bash
+		reap = "sudo -n " + reap
 	}
-	return "exec /bin/sh -c " + runbook.ShellQuote(`printf '`+sidPrefix+`%s\n' "$$" >&2; exec `+bash+` 2>&1`)
+	// sh stays as the session leader, runs bash, and when bash ends (or a
+	// signal ends the run) kills every process of the run left on the host:
+	// they carry CAIRN_RUN_ID in their environment, even those that
+	// started a session of their own.
+	return "exec /bin/sh -c " + runbook.ShellQuote(`printf '`+sidPrefix+`%s\n' "$$" >&2
+cairn_reap() { `+reap+` 2>/dev/null; }
+trap 'cairn_reap; exit 143' TERM HUP INT
+`+bash+` 2>&1
+rc=$?
+cairn_reap
+exit $rc`)
+}
+
+var runIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// reapScript kills every process whose environment holds
+// CAIRN_RUN_ID=runID (run ids are hex: safe in the text).
+func reapScript(runID string) string {
+	if !runIDRe.MatchString(runID) {
+		return "exit 0"
+	}
+	return `for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
+		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx 'CAIRN_RUN_ID=` + runID + `'; then kill -9 "$p" 2>/dev/null; fi; done; exit 0`
 }
 
 const sidPrefix = "cairn-sid="
@@ -341,7 +368,7 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	if err != nil {
 		return -1, fmt.Errorf("%s: %w", h, err)
 	}
-	if err := sess.Start(scriptCommand(job.Block.Sudo)); err != nil {
+	if err := sess.Start(scriptCommand(job.Block.Sudo, job.RunID)); err != nil {
 		return -1, fmt.Errorf("%s: start bash: %w", h, err)
 	}
 	var wg sync.WaitGroup

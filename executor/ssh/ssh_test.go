@@ -555,6 +555,9 @@ func TestCancelKillsRemoteProcesses(t *testing.T) {
 		{"own-process-group", false, `set -m; (exec -a %[1]s sleep 300) & set +m; echo started; wait`},
 		{"ignores-TERM", false, `trap '' TERM; (trap '' TERM; exec -a %[1]s sleep 300) & echo started; wait`},
 		{"sudo", true, `(exec -a %[1]s sleep 300) & echo started; exec -a %[1]s sleep 300`},
+		// The review: a child that calls setsid survived cancel (7 of 7).
+		{"setsid", false, `setsid -f bash -c 'exec -a %[1]s sleep 300' >/dev/null 2>&1; echo started; sleep 300`},
+		{"setsid-sudo", true, `setsid -f bash -c 'exec -a %[1]s sleep 300' >/dev/null 2>&1; echo started; sleep 300`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.sudo && !haveSudo(t) {
@@ -584,6 +587,25 @@ func TestCancelKillsRemoteProcesses(t *testing.T) {
 			assertNoProcess(t, marker)
 			t.Logf("cancelled and cleaned up in %s", took.Round(time.Millisecond))
 		})
+	}
+}
+
+// TestNormalExitLeavesNoProcesses: a block's background processes, in its
+// session or one of their own, end with the block.
+func TestNormalExitLeavesNoProcesses(t *testing.T) {
+	_, r := rig(t)
+	for _, sudo := range []bool{false, true} {
+		if sudo && !haveSudo(t) {
+			continue
+		}
+		marker := fmt.Sprintf("cairn-ssh-exit-%v-%d", sudo, time.Now().UnixNano())
+		job := scriptJob(fmt.Sprintf(`(exec -a %[1]s sleep 300) >/dev/null 2>&1 & setsid -f bash -c 'exec -a %[1]s sleep 300' >/dev/null 2>&1; echo done`, marker), "cp2")
+		job.Block.Sudo = sudo
+		res, err := r.Run(ctxT(t, 30*time.Second), job, newSink())
+		if err != nil || res[0].Exit != 0 {
+			t.Fatalf("sudo=%v: %v %+v", sudo, err, res[0])
+		}
+		assertNoProcess(t, marker)
 	}
 }
 
