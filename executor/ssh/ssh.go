@@ -52,9 +52,9 @@
 // id, which the remote sh reports first thing (with sudo -n when the block
 // uses sudo, so that root processes started through sudo die too). A
 // process that started a session of its own (setsid) is found by the
-// CAIRN_RUN_ID in its environment: when bash ends, normally or by a
+// CAIRN_SESSION in its environment: when bash ends, normally or by a
 // signal, the remote sh kills every process of the host that carries the
-// run's id (through sudo -n for sudo blocks), so a block's background
+// session's id (through sudo -n for sudo blocks), so a block's background
 // processes end with the run, as with the local runner; start what must
 // outlive a block with systemctl, as on any server. What still escapes: a
 // process that clears its environment (env -i) and setsid; and when the
@@ -83,6 +83,8 @@ package ssh
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -293,16 +295,16 @@ func (r *Runner) runScript(ctx context.Context, job *executor.Job, h *Host, out 
 // (whatever it is) only execs /bin/sh; sh reports its pid, which is the
 // session id sshd gave the login shell, on standard error, and becomes bash
 // (or sudo) with standard error joined to standard output.
-func scriptCommand(sudo bool, runID string) string {
+func scriptCommand(sudo bool, session string) string {
 	bash := "bash --noprofile --norc -euo pipefail -s"
-	reap := "/bin/sh -c " + runbook.ShellQuote(reapScript(runID))
+	reap := "/bin/sh -c " + runbook.ShellQuote(reapScript(session))
 	if sudo {
 		bash = "sudo -n " + bash
 		reap = "sudo -n " + reap
 	}
 	// sh stays as the session leader, runs bash, and when bash ends (or a
 	// signal ends the run) kills every process of the run left on the host:
-	// they carry CAIRN_RUN_ID in their environment, even those that
+	// they carry CAIRN_SESSION in their environment, even those that
 	// started a session of their own.
 	return "exec /bin/sh -c " + runbook.ShellQuote(`printf '`+sidPrefix+`%s\n' "$$" >&2
 cairn_reap() { `+reap+` 2>/dev/null; }
@@ -315,20 +317,28 @@ exit $rc`)
 
 var runIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// newSessionID names one host's part of a run (a run's hosts may share a
+// process table, as the sandbox's do).
+func newSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // reapScript kills every process whose environment holds
-// CAIRN_RUN_ID=runID (run ids are hex: safe in the text).
-func reapScript(runID string) string {
-	if !runIDRe.MatchString(runID) {
+// CAIRN_SESSION=session (hex: safe in the text).
+func reapScript(session string) string {
+	if !runIDRe.MatchString(session) {
 		return "exit 0"
 	}
 	return `for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
-		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx 'CAIRN_RUN_ID=` + runID + `'; then kill -9 "$p" 2>/dev/null; fi; done; exit 0`
+		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx 'CAIRN_SESSION=` + session + `'; then kill -9 "$p" 2>/dev/null; fi; done; exit 0`
 }
 
 const sidPrefix = "cairn-sid="
 
 // scriptInput is what bash reads: exports, then the script in braces.
-func scriptInput(job *executor.Job, host string) string {
+func scriptInput(job *executor.Job, host, session string) string {
 	var b strings.Builder
 	names := make([]string, 0, len(job.Env))
 	for k := range job.Env {
@@ -342,6 +352,7 @@ func scriptInput(job *executor.Job, host string) string {
 	export("CAIRN_RUN_ID", job.RunID)
 	export("CAIRN_BLOCK", job.Block.ID)
 	export("CAIRN_HOST", host)
+	export("CAIRN_SESSION", session) // what the remote sh reaps by
 	b.WriteString("{\n")
 	b.WriteString(job.Block.Content)
 	if !strings.HasSuffix(job.Block.Content, "\n") {
@@ -356,6 +367,7 @@ func scriptInput(job *executor.Job, host string) string {
 // done.
 func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, out executor.Sink) (int, error) {
 	h := c.host
+	session := newSessionID()
 	sess, err := c.NewSession()
 	if err != nil {
 		return -1, fmt.Errorf("%s: open a session: %w", h, err)
@@ -368,7 +380,7 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	if err != nil {
 		return -1, fmt.Errorf("%s: %w", h, err)
 	}
-	if err := sess.Start(scriptCommand(job.Block.Sudo, job.RunID)); err != nil {
+	if err := sess.Start(scriptCommand(job.Block.Sudo, session)); err != nil {
 		return -1, fmt.Errorf("%s: start bash: %w", h, err)
 	}
 	var wg sync.WaitGroup
@@ -378,7 +390,7 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	wg.Go(func() { r.keepAlive(c, kaStop) })
 	wg.Go(func() {
 		// Fails only when the session ends first; Wait reports why.
-		_, _ = io.WriteString(stdin, scriptInput(job, h.Name))
+		_, _ = io.WriteString(stdin, scriptInput(job, h.Name, session))
 		_ = stdin.Close()
 	})
 	done := make(chan error, 1)

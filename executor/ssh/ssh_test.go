@@ -900,7 +900,8 @@ func TestKeepAliveNoticesDeadConnection(t *testing.T) {
 			return
 		}
 		once.Do(func() {
-			// $PPID of the script is the sshd process of this connection.
+			// The script's parent is the session's sh; its parent, the sshd
+			// process of this connection.
 			sshd, _ = strconv.Atoi(strings.TrimPrefix(line, "sshd="))
 			if sshd > 1 {
 				syscall.Kill(sshd, syscall.SIGSTOP)
@@ -913,7 +914,7 @@ func TestKeepAliveNoticesDeadConnection(t *testing.T) {
 		}
 	})
 	start := time.Now()
-	res, err := r.Run(ctxT(t, 30*time.Second), scriptJob(`echo "sshd=$PPID"; exec -a `+marker+` sleep 300`, "w0"), s)
+	res, err := r.Run(ctxT(t, 30*time.Second), scriptJob(`echo "sshd=$(cut -d' ' -f4 /proc/$PPID/stat)"; exec -a `+marker+` sleep 300`, "w0"), s)
 	if err != nil {
 		t.Fatal(err)
 	}
