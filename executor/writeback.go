@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cairn-dev/cairn/runbook"
 )
 
@@ -33,7 +35,23 @@ func WriteBack(rb *runbook.Runbook, rec *Record) ([]byte, error) {
 	if b == nil || b.Hash != rec.Hash {
 		return nil, fmt.Errorf("%w: %s: block %q is not the one that ran", ErrConflict, rb.Path, rec.Block)
 	}
-	disk, err := os.ReadFile(rb.Path)
+	// A symlinked runbook is written through the link (the link stays a
+	// link); a file we may not write is refused before anything is done.
+	target, err := filepath.EvalSymlinks(rb.Path)
+	if err != nil {
+		return nil, fmt.Errorf("write-back: %w", err)
+	}
+	if fi, err := os.Stat(target); err == nil && fi.Mode().Perm()&0o222 == 0 {
+		// Marked read-only on purpose (root could write it anyway).
+		return nil, fmt.Errorf("write-back: %s is read-only (mode %v); make it writable or run without --write-back", rb.Path, fi.Mode().Perm())
+	}
+	if err := unix.Access(target, unix.W_OK); err != nil {
+		return nil, fmt.Errorf("write-back: %s is read-only (%v); make it writable or run without --write-back", rb.Path, err)
+	}
+	if err := unix.Access(filepath.Dir(target), unix.W_OK); err != nil {
+		return nil, fmt.Errorf("write-back: the folder of %s is read-only (%v): the file is replaced atomically through a temporary file beside it", target, err)
+	}
+	disk, err := os.ReadFile(target)
 	if err != nil {
 		return nil, fmt.Errorf("write-back: %w", err)
 	}
@@ -53,7 +71,7 @@ func WriteBack(rb *runbook.Runbook, rec *Record) ([]byte, error) {
 		}
 		out = append(append(append([]byte{}, src[:at]...), ins...), src[at:]...)
 	}
-	if err := atomicWrite(rb.Path, out); err != nil {
+	if err := atomicWrite(target, out); err != nil {
 		return nil, err
 	}
 	return out, nil

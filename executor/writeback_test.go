@@ -83,3 +83,45 @@ func TestWriteBack(t *testing.T) {
 		t.Errorf("temporary files left: %v", entries)
 	}
 }
+
+// TestWriteBackThroughSymlinkAndReadOnly: a symlinked runbook is written
+// through its link (which stays a link); a read-only one is refused and
+// left as it was.
+func TestWriteBackThroughSymlinkAndReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	src := "---\ntitle: t\n---\n## s {#s}\n\n```bash {#a target=local}\necho hi\n```\n"
+	real := filepath.Join(dir, "shared", "real.md")
+	os.MkdirAll(filepath.Dir(real), 0o755)
+	os.WriteFile(real, []byte(src), 0o644)
+	link := filepath.Join(dir, "link.md")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := runbook.Parse(link, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &executor.Record{ID: "1", Block: "a", Hash: rb.BlockByID("a").Hash, Status: executor.StatusVerified, Target: "local", Hosts: []executor.HostRecord{{}}, Output: "hi\n"}
+	if _, err := executor.WriteBack(rb, rec); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", fi.Mode(), err)
+	}
+	if data, _ := os.ReadFile(real); !strings.Contains(string(data), "{output=a") {
+		t.Fatalf("the target was not written:\n%s", data)
+	}
+
+	ro := filepath.Join(dir, "ro.md")
+	os.WriteFile(ro, []byte(src), 0o444)
+	rb, _ = runbook.Parse(ro, []byte(src))
+	if _, err := executor.WriteBack(rb, rec); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("read-only runbook: %v", err)
+	}
+	if data, _ := os.ReadFile(ro); string(data) != src {
+		t.Error("the read-only runbook changed")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
+		t.Errorf("left behind: %v", entries)
+	}
+}

@@ -331,13 +331,18 @@ func (s *Server) Handler() http.Handler {
 }
 
 // loopbackOnly refuses requests whose Host is not a loopback name, so a web
-// page cannot reach the server through DNS rebinding.
+// page cannot reach the server through DNS rebinding, and forbids framing.
 func loopbackOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopback.IsHost(r.Host) {
 			http.Error(w, "forbidden host", http.StatusForbidden)
 			return
 		}
+		// The pages carry the executor's token and Run buttons: no other
+		// site may frame them (clickjacking).
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Referrer-Policy", "no-referrer")
 		h.ServeHTTP(w, r)
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -74,7 +76,7 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	defer d.Close()
 	d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {
 		if rec.Status == executor.StatusVerified && (ef.writeBack || rb.Meta.WriteBack) {
-			writeBack(m.Stderr, st, rb, rec)
+			writeBack(m.Stderr, st, x.engine.Journal, rb, rec)
 		}
 	}
 	ln, err := net.Listen("tcp", *listen)
@@ -134,7 +136,7 @@ func watchContent(ctx context.Context, dir string, st *store, m *Main) {
 		return
 	}
 	defer w.Close()
-	if err := w.Add(dir); err != nil {
+	if err := watchDirs(w, dir); err != nil {
 		fmt.Fprintf(m.Stderr, "watch %s: %v\n", dir, err)
 		return
 	}
@@ -146,7 +148,12 @@ func watchContent(ctx context.Context, dir string, st *store, m *Main) {
 			return
 		case <-w.Errors:
 		case ev := <-w.Events:
-			if strings.HasSuffix(ev.Name, ".md") {
+			// A new or renamed folder is watched too, and may hold runbooks.
+			if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() && ev.Has(fsnotify.Create) {
+				_ = watchDirs(w, ev.Name)
+				timer.Reset(50 * time.Millisecond)
+			}
+			if strings.HasSuffix(ev.Name, ".md") || ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
 				timer.Reset(50 * time.Millisecond)
 			}
 		case <-timer.C:
@@ -157,4 +164,21 @@ func watchContent(ctx context.Context, dir string, st *store, m *Main) {
 			st.set(goodRunbooks(set, err))
 		}
 	}
+}
+
+// watchDirs watches root and every folder below it but hidden ones (.cairn
+// holds the journal, which changes on every run).
+func watchDirs(w *fsnotify.Watcher, root string) error {
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if p != root && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		return w.Add(p)
+	})
 }

@@ -167,10 +167,22 @@ func (s *store) replace(rb *runbook.Runbook) {
 
 // writeBack writes a verified run into the runbook's source and re-parses
 // it; errors are reported, never fatal.
-func writeBack(log io.Writer, st *store, rb *runbook.Runbook, rec *executor.Record) {
+// writeBack writes rec's output into the Markdown and records the outcome
+// in rec.WriteBack and the journal, so that the page and the API say when
+// it failed.
+func writeBack(log io.Writer, st *store, j *executor.Journal, rb *runbook.Runbook, rec *executor.Record) {
 	src, err := executor.WriteBack(rb, rec)
+	rec.WriteBack = "written"
 	if err != nil {
+		rec.WriteBack = err.Error()
 		fmt.Fprintf(log, "write-back: %v\n", err)
+	}
+	if j != nil {
+		if jerr := j.SetWriteBack(rec.ID, rec.WriteBack); jerr != nil {
+			fmt.Fprintf(log, "write-back: %v\n", jerr)
+		}
+	}
+	if err != nil {
 		return
 	}
 	if nrb, err := runbook.Parse(rb.Path, src); err == nil {

@@ -88,7 +88,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	in := bufio.NewReader(m.Stdin)
 	total := len(plan)
 	var lastStep *runbook.Step
-	verified, skipped := 0, 0
+	verified, skipped, wbFailed := 0, 0, 0
 	for i, b := range plan {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -142,11 +142,16 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			verified++
 			fmt.Fprintf(m.Stdout, "  ✓ verified in %.1fs\n", rec.Duration)
 			if ef.writeBack || rb.Meta.WriteBack {
-				if src, err := executor.WriteBack(rb, rec); err != nil {
+				src, err := executor.WriteBack(rb, rec)
+				outcome := "written"
+				if err != nil {
+					outcome = err.Error()
+					wbFailed++
 					fmt.Fprintf(m.Stderr, "  write-back: %v\n", err)
 				} else if nrb, err := runbook.Parse(rb.Path, src); err == nil {
 					rb = nrb
 				}
+				_ = e.Journal.SetWriteBack(rec.ID, outcome)
 			}
 		default:
 			fmt.Fprintf(m.Stdout, "  ✗ %s: %s\n", rec.Status, strings.Join(rec.Reasons, "; "))
@@ -156,6 +161,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		}
 	}
 	fmt.Fprintf(m.Stdout, "\n%d verified, %d skipped of %d blocks\n", verified, skipped, total)
+	if wbFailed > 0 {
+		return fmt.Errorf("%d verified outputs could not be written back to %s (see above)", wbFailed, rb.Path)
+	}
 	return nil
 }
 

@@ -61,7 +61,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 		opts.Results = journalResults(x.engine.Journal)
 		d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {
 			if rec.Status == executor.StatusVerified && (ef.writeBack || rb.Meta.WriteBack) {
-				writeBack(m.Stderr, st, rb, rec) // fsnotify then re-renders the page
+				writeBack(m.Stderr, st, x.engine.Journal, rb, rec) // fsnotify then re-renders the page
 				return
 			}
 			srv.Refresh(ctx, []string{rb.Path}) // bake the result into the page

@@ -63,7 +63,9 @@ type Server struct {
 	// Where, if set, describes the kube context a runbook's kube blocks
 	// will touch (shown on the page before anything runs).
 	Where func(rb *runbook.Runbook) (string, error)
-	// OnRecord, if set, is called after each finished run (write-back).
+	// OnRecord, if set, is called with each finished run before it is
+	// reported (write-back): what it sets in rec (WriteBack) reaches the
+	// page and the API with the run.
 	OnRecord func(rb *runbook.Runbook, rec *executor.Record)
 
 	streams atomic.Int64
@@ -138,6 +140,8 @@ func fail(w http.ResponseWriter, status int, code, format string, args ...any) {
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
 		w.Header().Set("Vary", "Origin")
 		// DNS rebinding: a page on evil.example that resolves to 127.0.0.1
 		// still sends Host: evil.example.
@@ -388,10 +392,10 @@ func (s *Server) launch(rb *runbook.Runbook, run *executor.Run) *liveRun {
 		defer s.wg.Done()
 		defer cancel()
 		rec := run.Execute(ctx, lr)
-		lr.finish(rec)
 		if s.OnRecord != nil {
 			s.OnRecord(rb, rec)
 		}
+		lr.finish(rec)
 	}()
 	return lr
 }

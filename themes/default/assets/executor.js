@@ -109,6 +109,10 @@
       rec.reasons.forEach(function (r) { ul.appendChild(el("li", null, r)); });
       box.appendChild(ul);
     }
+    if (rec.write_back && rec.write_back !== "written") {
+      // Verified, but the Markdown could not be updated: say so, never hide it.
+      box.appendChild(el("p", "cb-writeback-failed", T("writeback_failed", "Not written back to the Markdown: ") + rec.write_back));
+    }
     var pre = el("pre", "output");
     pre.appendChild(el("code", null, rec.output || ""));
     box.appendChild(pre);
