@@ -28,6 +28,12 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
 		os.Exit(local.Supervise(os.Args[2:]))
 	}
+	if os.Getenv("CAIRN_TEST_MAIN") == "1" {
+		// The test binary as the cairn command (a daemon the tests kill).
+		os.Unsetenv("CAIRN_TEST_MAIN")
+		main()
+		return
+	}
 	os.Exit(testrig.Main(m))
 }
 
