@@ -49,6 +49,9 @@ bench: build
 	@echo
 	@echo "executor: request to first output, and 100 MB streamed to an SSE client (throughput, peak heap)"
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./executor/daemon
+	@echo
+	@echo "journal: open with 1 GB of history (time, bytes allocated), and one durable append"
+	$(GO) test -run '^$$' -bench 'Journal' -benchmem -benchtime 5x ./executor
 
 clean:
 	rm -rf bin public
