@@ -30,6 +30,7 @@ import (
 // document. Rendering the filled documents back to text never happens: the
 // kube runner sends Fill's JSON as is.
 type Manifest struct {
+	src   string
 	nonce string
 	refs  []ManifestRef // by placeholder index
 	docs  []any         // decoded JSON values holding placeholders
@@ -53,7 +54,7 @@ type ManifestRef struct {
 func ParseManifest(body string) (*Manifest, error) {
 	var nb [6]byte
 	_, _ = rand.Read(nb[:])
-	m := &Manifest{nonce: "cairnref" + hex.EncodeToString(nb[:])}
+	m := &Manifest{src: body, nonce: "cairnref" + hex.EncodeToString(nb[:])}
 	refs := FindRefs(body, true)
 	var sb strings.Builder
 	last := 0
@@ -176,6 +177,9 @@ func (m *Manifest) locate(v any, doc int, path string, plain map[int]bool) {
 		mark(x, false, path)
 	}
 }
+
+// Source is the body the manifest was parsed from.
+func (m *Manifest) Source() string { return m.src }
 
 // Refs returns the manifest's references in the order they appear.
 func (m *Manifest) Refs() []ManifestRef { return append([]ManifestRef(nil), m.refs...) }

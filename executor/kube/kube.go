@@ -349,7 +349,7 @@ func newAction(b *runbook.Block, env map[string]string) (*action, error) {
 	}
 	if strings.TrimSpace(b.Content) != "" {
 		m := b.Manifest
-		if m == nil {
+		if m == nil || m.Source() != b.Content { // a block built by hand (tests, tools)
 			var err error
 			if m, err = runbook.ParseManifest(b.Content); err != nil {
 				return nil, fmt.Errorf("block %q: %w", b.ID, err)
