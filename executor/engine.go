@@ -249,7 +249,9 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 	}
 	job := &Job{Runbook: rb, Block: b, Env: env, RunID: newID()}
 	if b.Target == runbook.TargetSSH {
-		job.Hosts = runbook.SplitHosts(env[b.Hosts])
+		for _, h := range runbook.SplitHosts(env[b.Hosts]) {
+			job.Hosts = append(job.Hosts, runbook.CanonicalHost(h)) // one spelling in runs and the journal
+		}
 		if b.From != "" {
 			job.From = env[b.From]
 		}

@@ -348,6 +348,17 @@ func (p *Param) Validate(v string) error {
 	return check(v)
 }
 
+// CanonicalHost is the one spelling of a valid host value: the host name
+// lowercased (DNS and OpenSSH compare names case-insensitively); the user
+// and the port (which validation keeps to one spelling) as given.
+func CanonicalHost(v string) string {
+	user, rest := "", v
+	if i := strings.LastIndexByte(v, '@'); i >= 0 {
+		user, rest = v[:i+1], v[i+1:]
+	}
+	return user + strings.ToLower(rest)
+}
+
 // SplitHosts splits a host list on spaces and commas.
 func SplitHosts(v string) []string {
 	return strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' || r == '\n' })
