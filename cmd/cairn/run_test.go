@@ -114,3 +114,39 @@ func TestRunWriteBack(t *testing.T) {
 		t.Fatalf("the written file does not check: %s", errOut)
 	}
 }
+
+// TestJournalCommand: cairn journal export gives every run as JSON lines,
+// check passes, import reads an export back without doubling it, and an
+// older Cairn's journal.jsonl next to a new default journal is taken in.
+func TestJournalCommand(t *testing.T) {
+	dir := t.TempDir()
+	src := "---\ntitle: j\n---\n## one {#one}\n\n```bash {#hello target=local}\necho hello\n```\n"
+	os.WriteFile(filepath.Join(dir, "j.md"), []byte(src), 0o644)
+	os.MkdirAll(filepath.Join(dir, ".cairn"), 0o700)
+	legacy := `{"id":"old1","runbook":"j","block":"hello","hash":"h","status":"verified","output":"from the old journal"}` + "\n"
+	os.WriteFile(filepath.Join(dir, ".cairn", "journal.jsonl"), []byte(legacy), 0o600)
+	for i := 0; i < 2; i++ {
+		if code, out, errOut := run(t, "run", filepath.Join(dir, "j.md"), "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none")); code != exitOK {
+			t.Fatalf("run: %d %s %s", code, out, errOut)
+		}
+	}
+	db := filepath.Join(dir, ".cairn", "journal.db")
+	code, out, errOut := run(t, "journal", "export", "--journal", db)
+	if code != exitOK || strings.Count(out, "\n") != 3 || !strings.Contains(out, "from the old journal") || !strings.Contains(errOut, "exported 3 runs") {
+		t.Fatalf("export: %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".cairn", "journal.jsonl.imported")); err != nil {
+		t.Errorf("the old journal was not set aside: %v", err)
+	}
+	exp := filepath.Join(dir, "export.jsonl")
+	os.WriteFile(exp, []byte(out), 0o600)
+	if code, _, errOut := run(t, "journal", "import", exp, "--journal", db); code != exitOK || !strings.Contains(errOut, "imported 0 runs") {
+		t.Errorf("import of an export: %d %s", code, errOut)
+	}
+	if code, out, _ := run(t, "journal", "check", "--journal", db); code != exitOK || !strings.Contains(out, ": ok") {
+		t.Errorf("check: %d %s", code, out)
+	}
+	if code, _, errOut := run(t, "journal", "frobnicate", "--journal", db); code != exitUsage || !strings.Contains(errOut, "export, import FILE or check") {
+		t.Errorf("bad use: %d %s", code, errOut)
+	}
+}

@@ -340,6 +340,31 @@ func TestSecurityHostileRequests(t *testing.T) {
 		// Review 4d: a secret too short to mask is refused, not shown.
 		{"short secret", "POST", "/api/runs", withParams(`{"SECRET":"ab"}`), nil, 400, "cannot be masked"},
 	}
+	// Every endpoint, without the token, from a foreign origin, through a
+	// rebinding Host.
+	for _, ep := range []struct{ method, path string }{
+		{"GET", "/api/health"}, {"GET", "/api/runbooks"}, {"GET", "/api/runbooks/hostile/results"},
+		{"GET", "/api/runbooks/hostile/target"}, {"POST", "/api/runs"}, {"GET", "/api/runs"},
+		{"GET", "/api/runs/0123456789abcdef"}, {"GET", "/api/runs/0123456789abcdef/events"}, {"POST", "/api/runs/0123456789abcdef/cancel"},
+	} {
+		cases = append(cases,
+			tc{ep.method + " " + ep.path + " without token", ep.method, ep.path, good, map[string]string{"Authorization": ""}, 401, "bad_token"},
+			tc{ep.method + " " + ep.path + " from a foreign origin", ep.method, ep.path, good, map[string]string{"Origin": "https://evil.example"}, 403, "bad_origin"},
+			tc{ep.method + " " + ep.path + " through rebinding", ep.method, ep.path, good, map[string]string{"Host": "attacker.example"}, 403, "bad_host"})
+	}
+	manyParams := map[string]string{}
+	for i := 0; i < 300; i++ {
+		manyParams[fmt.Sprintf("P%d", i)] = "x"
+	}
+	mp, _ := json.Marshal(manyParams)
+	cases = append(cases,
+		tc{"too many params", "POST", "/api/runs", withParams(string(mp)), nil, 400, "too many params"},
+		tc{"param too long", "POST", "/api/runs", withParams(fmt.Sprintf(`{"V":%q}`, strings.Repeat("v", 9<<10))), nil, 400, "too long"},
+		tc{"unknown run", "GET", "/api/runs/nope", "", nil, 404, "unknown_run"},
+		tc{"cancel unknown run", "POST", "/api/runs/nope/cancel", "", nil, 404, "unknown_run"},
+		tc{"put", "PUT", "/api/runs", good, nil, 405, ""},
+		tc{"delete", "DELETE", "/api/runs", "", nil, 405, ""},
+	)
 	for _, v := range []string{"$(touch x)", "`touch x`", "; touch x", "x\ntouch x", "' ; touch x; '"} {
 		cases = append(cases, tc{"shell in host param " + strconv.Quote(v), "POST", "/api/runs", withParams(fmt.Sprintf(`{"HOST":%q}`, v)), nil, 400, "bad_param"})
 	}
