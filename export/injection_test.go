@@ -119,8 +119,10 @@ func TestInjection(t *testing.T) {
 			if !strings.Contains(out, "Check $(touch PWN8) and `touch PWN9`; then "+string(quoted)) || !strings.Contains(out, "CAIRN_EOF_BY_HAND") {
 				t.Errorf("manual text not shown with the value quoted (%s):\n%s", quoted, out)
 			}
-			if fi, err := os.Stat(log); err != nil || fi.Mode().Perm() != 0o600 {
-				t.Errorf("log %s: %v, want mode 0600", log, err)
+			for _, f := range []string{log, log + ".captures"} {
+				if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: %v, want mode 0600", f, err)
+				}
 			}
 			logText, _ := os.ReadFile(log)
 			if strings.Contains(string(logText), "s3cr3t") {

@@ -28,7 +28,8 @@ const token = "s3cret-token-for-tests"
 const md = "---\ntitle: t\nslug: demo\nparams:\n  - name: V\n    default: hi\n---\n## s {#s}\n\n" +
 	"```bash {#echo target=local expect.contains=\"hi\"}\nprintf '%s\\n' \"$V\"; touch \"$CAIRN_MARKER\"\n```\n\n" +
 	"```bash {#danger target=local confirm=true}\ntouch \"$CAIRN_MARKER\"\n```\n\n" +
-	"```bash {#long target=local timeout=30s}\nsleep 20\n```\n"
+	"```bash {#long target=local timeout=30s}\nsleep 20\n```\n\n" +
+	"```bash {#live target=local concurrent=true timeout=60s}\nsleep 30\n```\n"
 
 type fixture struct {
 	srv    *httptest.Server
@@ -239,4 +240,38 @@ func FuzzDecodeRunRequest(f *testing.F) {
 			t.Fatalf("accepted an incomplete request: %+v", req)
 		}
 	})
+}
+
+// TestFinishedRunsForgottenWhileOneIsLive: the review found the in-memory
+// run list stopped trimming while an older run was live, so memory grew
+// with every run. Finished runs past the bound are forgotten (the journal
+// keeps them); the live one is not.
+func TestFinishedRunsForgottenWhileOneIsLive(t *testing.T) {
+	f := newFixture(t)
+	code, body, _ := f.do(t, req{method: "POST", path: "/api/runs", body: f.runBody("live", ""), header: auth(nil)})
+	if code != 202 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var live struct{ ID string }
+	json.Unmarshal([]byte(body), &live)
+	defer f.do(t, req{method: "POST", path: "/api/runs/" + live.ID + "/cancel", header: auth(nil)})
+	var first string
+	for i := 0; i < 205; i++ {
+		code, body, _ := f.do(t, req{method: "POST", path: "/api/runs", body: f.runBody("echo", ""), header: auth(nil)})
+		if code != 202 {
+			t.Fatalf("run %d: %d %s", i, code, body)
+		}
+		var started struct{ ID string }
+		json.Unmarshal([]byte(body), &started)
+		if i == 0 {
+			first = started.ID
+		}
+		f.stream(t, started.ID) // wait for it
+	}
+	if code, _, _ := f.do(t, req{method: "GET", path: "/api/runs/" + first, header: auth(nil)}); code != 404 {
+		t.Errorf("the oldest finished run is still held in memory (%d)", code)
+	}
+	if code, _, _ := f.do(t, req{method: "GET", path: "/api/runs/" + live.ID, header: auth(nil)}); code != 200 {
+		t.Errorf("the live run was forgotten (%d)", code)
+	}
 }
