@@ -207,7 +207,7 @@ func TestParamValidation(t *testing.T) {
 		"N":  {"x", "1.5", ""},
 		"B":  {"yes"},
 		"E":  {"c"},
-		"H":  {"bad host", "u;x@h", "h:0", "h:99999", "-x"},
+		"H":  {"bad host", "u;x@h", "h:0", "h:99999", "-x", "h:022", "h:+22", "[::1]:022"},
 		"HS": {"cp0 BAD!"},
 		"C":  {"10.0.0.0", "10.0.0.0/33", "x/8"},
 		"D":  {"5", "m", "1x"},
@@ -249,5 +249,20 @@ func TestParamValidation(t *testing.T) {
 	code, out := runScript(t, dir, path, nil, "", "--dry-run")
 	if code != 2 || !strings.Contains(out, "missing required parameters: N, B, E, H, HS, C, D, P") {
 		t.Errorf("missing: exit %d\n%s", code, out)
+	}
+}
+
+// TestOptionalParamSetEmpty (review 8): an optional parameter with no value
+// is set and empty in the exported script, so a set -u block runs.
+func TestOptionalParamSetEmpty(t *testing.T) {
+	rb := parse(t, "---\ntitle: O\nparams:\n  - name: OPT\n    required: false\n---\n\n## One {#one}\n\n```bash {#x target=local expect.contains=\"opt=[]\"}\necho \"opt=[$OPT]\"\n```\n")
+	script, err := export.Script(rb, export.Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := writeScript(t, dir, "opt.sh", script)
+	if code, out := runScript(t, dir, path, []string{"OPT_UNRELATED=1"}, "", "--yes", "--log", filepath.Join(dir, "log")); code != 0 || !strings.Contains(out, "opt=[]") {
+		t.Errorf("exit %d:\n%s", code, out)
 	}
 }

@@ -309,7 +309,8 @@ cairn_is_ip() { cairn_is_ipv4 "$1" || cairn_is_ipv6 "$1"; }
 
 cairn_valid_port() {
 	local p=${1#:}
-	if [[ $1 != :* || ! $p =~ ^[0-9]+$ ]] || ((10#$p < 1 || 10#$p > 65535)); then
+	# One spelling: no sign, no leading zero (known_hosts names depend on it).
+	if [[ $1 != :* || ! $p =~ ^[1-9][0-9]{0,4}$ ]] || ((p > 65535)); then
 		printf 'bad port in "%s"' "$2"
 		return 1
 	fi
