@@ -139,11 +139,26 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 		return v
 	}
 
-	run(chromedp.Navigate(base + "practice/#cairn-token=" + token))
+	// A tab that was never paired says so, on the page and on Run.
+	run(chromedp.Navigate(base + "practice/"))
+	waitJS(`document.querySelector("#cairn-exec-status.exec-off")`, 15*time.Second)
+	if tip := text(`document.querySelector(".cb-run").title`); !strings.Contains(tip, "cairn serve") || !strings.Contains(text(`document.getElementById("cairn-exec-status").textContent`), "#cairn-token=") {
+		t.Errorf("unpaired tab: tooltip %q", tip)
+	}
+	// Pasting the fragment into the open tab pairs it.
+	text(`(location.hash = "cairn-token=` + token + `", "")`)
+	waitJS(`document.querySelector("#cairn-exec-status.exec-on") && !document.querySelector(".cb-run[aria-disabled=true]")`, 15*time.Second)
+	text(`(sessionStorage.clear(), "")`)
+
+	// Exactly the printed URL: the index, then a click through to the runbook.
+	run(chromedp.Navigate(base + "#cairn-token=" + token))
 	waitJS(`document.querySelector("#cairn-exec-status.exec-on")`, 15*time.Second)
 	if strings.Contains(text(`location.href`), token) {
 		t.Error("the token stayed in the address bar")
 	}
+	run(chromedp.Click(chromedp.CSS(`.card-title a[href$="practice/"]`)))
+	run(chromedp.WaitReady(chromedp.CSS(`body.kind-runbook`)))
+	waitJS(`location.pathname.endsWith("/practice/") && document.querySelector("#cairn-exec-status.exec-on")`, 15*time.Second)
 	// Fill a parameter by typing into the form.
 	run(chromedp.Focus(chromedp.CSS(`input[name="NAMESPACE"]`)))
 	text(`(document.querySelector('input[name="NAMESPACE"]').select(), "")`)

@@ -253,25 +253,55 @@
   }
 
   // ---------- start ----------
+  // Every page (index, runbooks, 404) takes the token from the fragment and
+  // keeps it for the tab (sessionStorage survives navigation), so the URL
+  // the executor printed pairs wherever it lands; a fragment pasted into an
+  // open tab pairs too (hashchange).
+  function runTips(text) {
+    $$(".cb-run[aria-disabled=true]").forEach(function (btn) {
+      btn.title = text;
+      btn.setAttribute("data-tip", text);
+    });
+  }
   var started = false;
   function start() {
     if (started) return;
     started = true;
+    window.addEventListener("hashchange", function () {
+      if (location.hash.indexOf("cairn-token=") >= 0) connect();
+    });
+    connect();
+  }
+  function connect() {
     readPairing();
     conf = pairing();
-    if (!conf || !slug) return;
     var own = location.protocol === "http:" && /^(127\.|localhost$|\[::1\]$)/.test(location.hostname);
+    if (!conf) {
+      if (own) {
+        pill("off", T("exec_not_paired", "Not paired with the executor"));
+        runTips(T("run_not_paired", "This tab is not paired yet: open the pairing URL that cairn serve printed."));
+      } else {
+        runTips(T("run_static", "To run steps, start cairn daemon and open the pairing URL it prints."));
+      }
+      return;
+    }
     if (!conf.url) {
-      if (!own) return; // a served-elsewhere page needs #cairn-executor
+      if (!own) { // a served-elsewhere page needs #cairn-executor
+        runTips(T("run_static", "To run steps, start cairn daemon and open the pairing URL it prints."));
+        return;
+      }
       conf.url = "";
     }
     api("/health").then(json).then(function () {
       pill("on", T("exec_connected", "Executor connected"));
+      if (!slug) return;
       if (window.Cairn && window.Cairn.enableRun) window.Cairn.enableRun(run);
       loadTarget().catch(function () {});
       return loadResults();
     }).catch(function (err) {
-      pill("off", T("exec_offline", "Executor not reachable") + ": " + (err.message || err));
+      var msg = T("exec_offline", "Executor not reachable") + ": " + (err.message || err);
+      pill("off", msg);
+      runTips(T("run_unreachable", "The executor is not reachable") + " (" + (conf.url || location.host) + "): " + (err.message || err));
     });
   }
 
