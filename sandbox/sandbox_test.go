@@ -226,9 +226,17 @@ func TestTeardownLeavesNothing(t *testing.T) {
 		}
 		sshOutput(t, inv, inv.Hosts[0].Name, "echo left > /etc/kubernetes/cairn-teardown-probe")
 	}
+	// This sandbox's links are named after its subnet (10.200.N.x:
+	// cairn-brN, cairnNh0…); other packages' tests may bring sandboxes up
+	// and down meanwhile.
 	var links []string
+	subnet := ""
+	if parts := strings.Split(inv.Hosts[0].Address, "."); len(parts) == 4 {
+		subnet = parts[2]
+	}
 	for _, l := range cairnLinks(t) {
-		if !others[l] {
+		own := l == "cairn-br"+subnet || strings.HasPrefix(l, "cairn"+subnet+"h")
+		if !others[l] && own {
 			links = append(links, l)
 		}
 	}
