@@ -29,10 +29,13 @@ var uiStrings = map[string]Strings{
 		"runbooks": "런북", "index_intro": "단계별로 따라 하며 실행하고 검증하는 쿠버네티스 운영 런북이에요.",
 		"minutes": "분", "step_count": "%d단계", "default": "기본값", "build_error": "런북에 문제가 있어요",
 		"exec_connected": "실행기 연결됨", "exec_offline": "실행기에 연결할 수 없어요",
-		"exec_not_paired":   "실행기와 연결되지 않았어요. cairn serve가 출력한 연결 URL(#cairn-token=…)로 이 페이지를 여세요.",
-		"run_not_paired":    "이 탭은 아직 실행기와 연결되지 않았어요: cairn serve(또는 cairn daemon)가 출력한 연결 URL을 여세요.",
-		"run_unreachable":   "실행기에 연결할 수 없어요",
-		"run_static":        "실행하려면 cairn daemon --allow-origin으로 실행기를 켜고, 출력된 연결 URL로 이 페이지를 여세요.",
+		"exec_not_paired": "실행기와 연결되지 않았어요. cairn serve가 출력한 연결 URL(#cairn-token=…)로 이 페이지를 여세요.",
+		"run_not_paired":  "이 탭은 아직 실행기와 연결되지 않았어요: cairn serve(또는 cairn daemon)가 출력한 연결 URL을 여세요.",
+		"run_unreachable": "실행기에 연결할 수 없어요",
+		"run_static":      "실행하려면 cairn daemon --allow-origin으로 실행기를 켜고, 출력된 연결 URL로 이 페이지를 여세요.",
+		"status_verified": "검증됨", "status_failed": "실패", "status_error": "오류", "status_cancelled": "취소됨",
+		"status_skipped": "건너뜀", "status_running": "실행 중", "cancel": "취소",
+		"writeback_failed": "Markdown에 기록하지 못했어요: ",
 	},
 	"en": {
 		"copy": "Copy", "copied": "Copied", "run": "Run", "mark_done": "Mark done",
@@ -61,6 +64,9 @@ var uiStrings = map[string]Strings{
 		"run_not_paired":  "This tab is not paired yet: open the pairing URL that cairn serve (or cairn daemon) printed.",
 		"run_unreachable": "The executor is not reachable",
 		"run_static":      "To run steps, start cairn daemon --allow-origin for this site and open the pairing URL it prints.",
+		"status_verified": "verified", "status_failed": "failed", "status_error": "error", "status_cancelled": "cancelled",
+		"status_skipped": "skipped", "status_running": "running", "cancel": "Cancel",
+		"writeback_failed": "Not written back to the Markdown: ",
 	},
 }
 

@@ -181,6 +181,10 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	if out := verified("make-stamp"); !regexp.MustCompile(`stamp=[0-9a-f]{12}`).MatchString(out) {
 		t.Errorf("local output: %q", out)
 	}
+	// The runbook is Korean: so are the executor's words on it.
+	if got := text(`document.querySelector("#block-make-stamp .cb-result .status").textContent + "|" + document.getElementById("cairn-exec-status").textContent`); got != "검증됨|실행기 연결됨" {
+		t.Errorf("status words on a Korean page: %q", got)
+	}
 	click("apply-objects") // kube, uses the capture and the typed namespace
 	if out := verified("apply-objects"); !strings.Contains(out, "namespace/"+ns+" serverside-applied") {
 		t.Errorf("kube output: %q", out)

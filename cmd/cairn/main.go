@@ -92,6 +92,9 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(ctx, m, nil)
+	}
 	for _, c := range m.commands() {
 		if c.name == args[0] {
 			return c.run(ctx, m, args[1:])

@@ -150,3 +150,12 @@ func TestJournalCommand(t *testing.T) {
 		t.Errorf("bad use: %d %s", code, errOut)
 	}
 }
+
+// TestVersionFlag: cairn --version is the version, as kubectl and hugo do.
+func TestVersionFlag(t *testing.T) {
+	for _, arg := range []string{"--version", "version"} {
+		if code, out, errOut := run(t, arg); code != exitOK || !strings.HasPrefix(out, "cairn ") {
+			t.Errorf("%s: %d %q %q", arg, code, out, errOut)
+		}
+	}
+}
