@@ -384,15 +384,17 @@ func Down(ctx context.Context, dir string) error {
 }
 
 // Env returns environment variables ("KEY=value") that point tools at the
-// sandbox: KUBECONFIG, CAIRN_SANDBOX_INVENTORY, CAIRN_SANDBOX_SSH_CONFIG and
-// CAIRN_SANDBOX_DIR.
+// sandbox: KUBECONFIG, CAIRN_SANDBOX_INVENTORY, CAIRN_SANDBOX_SSH_CONFIG,
+// CAIRN_SANDBOX_DIR, and CAIRN_SSH_CONFIG and CAIRN_KUBECONFIG, which
+// exported scripts read (so `eval "$(cairn sandbox env)"` points them at
+// the sandbox too).
 func (sb *Sandbox) Env() []string {
 	env := []string{"CAIRN_SANDBOX_DIR=" + sb.dir}
 	if k := sb.Kube(); k != nil {
-		env = append(env, "KUBECONFIG="+k.Kubeconfig)
+		env = append(env, "KUBECONFIG="+k.Kubeconfig, "CAIRN_KUBECONFIG="+k.Kubeconfig)
 	}
 	if inv := sb.Inventory(); inv != nil {
-		env = append(env, "CAIRN_SANDBOX_INVENTORY="+sb.path("inventory.json"), "CAIRN_SANDBOX_SSH_CONFIG="+inv.SSHConfig)
+		env = append(env, "CAIRN_SANDBOX_INVENTORY="+sb.path("inventory.json"), "CAIRN_SANDBOX_SSH_CONFIG="+inv.SSHConfig, "CAIRN_SSH_CONFIG="+inv.SSHConfig)
 	}
 	return env
 }

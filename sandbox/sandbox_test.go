@@ -187,6 +187,13 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	if !st.Healthy() {
 		t.Fatalf("not healthy: %s", st.Summary())
 	}
+	// cairn sandbox env names what exported scripts read, too.
+	env := strings.Join(sb.Env(), "\n") + "\n"
+	for _, want := range []string{"CAIRN_SSH_CONFIG=" + inv.SSHConfig + "\n", "CAIRN_KUBECONFIG=" + sb.Kube().Kubeconfig + "\n", "CAIRN_SANDBOX_SSH_CONFIG=" + inv.SSHConfig + "\n"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("sandbox env lacks %q:\n%s", want, env)
+		}
+	}
 	procs := pids(sb)
 	if len(procs) != 3+len(inv.Hosts) {
 		t.Errorf("%d processes, want %d", len(procs), 3+len(inv.Hosts))

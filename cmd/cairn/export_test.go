@@ -138,7 +138,8 @@ func TestExportedPracticeAgainstSandbox(t *testing.T) {
 		t.Fatal(e)
 	}
 	log := filepath.Join(dir, "practice.log")
-	common := []string{ns, "--kubeconfig", k.Kubeconfig, "--context", k.Context, "--ssh-config", inv.SSHConfig, "--log", log}
+	// The SSH config comes the way `eval "$(cairn sandbox env)"` gives it.
+	common := []string{ns, "--kubeconfig", k.Kubeconfig, "--context", k.Context, "--log", log}
 	sh := func(args ...string) (int, string, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -146,7 +147,7 @@ func TestExportedPracticeAgainstSandbox(t *testing.T) {
 		cmd := exec.CommandContext(ctx, "bash", append([]string{script}, append(common, args...)...)...)
 		cmd.Dir = dir
 		// kubectl, ssh and scp only: no cairn on PATH, no KUBECONFIG.
-		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir, "LANG=C.UTF-8"}
+		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir, "LANG=C.UTF-8", "CAIRN_SSH_CONFIG=" + inv.SSHConfig}
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		err := cmd.Run()
