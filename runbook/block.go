@@ -82,8 +82,11 @@ func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeB
 	body := p.rb.Body
 	b := &Block{Index: len(p.rb.Blocks), Step: p.step, Pos: p.at(n.Pos())}
 	b.Expect.Count = -1
-	start, end := fenceSpan(n, body)
+	start, end, closed := fenceSpan(n, body)
 	b.Span = [2]int{p.bodyOff + start, p.bodyOff + end}
+	if !closed && n.Parent() != nil && n.Parent().Kind() == gast.KindDocument {
+		p.errf(b.Pos, "this code fence is never closed, so everything after it is code; add a closing fence line")
+	}
 	var content strings.Builder
 	for i := 0; i < n.Lines().Len(); i++ {
 		seg := n.Lines().At(i)

@@ -461,28 +461,38 @@ func slugify(s string) string {
 
 // fenceSpan returns the byte range in Body of a fenced block, closing fence
 // included.
-func fenceSpan(n *gast.FencedCodeBlock, body []byte) (int, int) {
-	start := n.Pos()
-	end := start
+// closed is false when no closing fence was found: CommonMark then runs the
+// block to the end of its container (here, usually the file).
+func fenceSpan(n *gast.FencedCodeBlock, body []byte) (start, end int, closed bool) {
+	start = n.Pos()
+	end = start
 	if nl := bytes.IndexByte(body[start:], '\n'); nl >= 0 {
 		end = start + nl + 1
 	} else {
-		return start, len(body)
+		return start, len(body), false
 	}
+	open := strings.TrimLeft(string(body[start:end]), " ")
+	fc := byte('`')
+	if open != "" && open[0] == '~' {
+		fc = '~'
+	}
+	width := len(open) - len(strings.TrimLeft(open, string(fc)))
 	if l := n.Lines().Len(); l > 0 {
 		end = n.Lines().At(l - 1).Stop
 	}
-	// The closing fence, if any, is the next line.
+	// The closing fence, if any, is the next line: the same character, at
+	// least as many, nothing else but spaces.
 	rest := body[end:]
 	line, _, _ := bytes.Cut(rest, []byte("\n"))
 	t := strings.TrimSpace(string(line))
-	if t != "" && strings.Trim(t, "`~") == "" {
+	if t != "" && strings.Trim(t, string(fc)) == "" && len(t) >= width {
 		end += len(line)
 		if end < len(body) {
 			end++
 		}
+		closed = true
 	}
-	return start, end
+	return start, end, closed
 }
 
 // resolve links expected/output blocks to their blocks, once all ids are known.

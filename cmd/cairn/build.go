@@ -66,7 +66,7 @@ func runBuild(ctx context.Context, m *Main, args []string) error {
 		opts.Progress = m.Stderr
 		fmt.Fprintf(m.Stderr, "building %s → %s\n", sf.content, *out)
 	}
-	res, err := buildSite(ctx, m, opts, fmt.Sprintf("build failed: %%d problems; %s left as it was", *out))
+	res, err := buildSite(ctx, m, opts, fmt.Sprintf("build failed: %%s; %s left as it was", *out))
 	if err != nil {
 		return err
 	}
@@ -74,8 +74,8 @@ func runBuild(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if !*quiet {
-		fmt.Fprintf(m.Stderr, "built %d runbooks, %d steps in %d ms (%d files)\n",
-			len(res.Runbooks), res.Steps, res.Duration.Milliseconds(), len(res.Files))
+		fmt.Fprintf(m.Stderr, "built %s, %s in %d ms (%s)\n",
+			count(len(res.Runbooks), "runbook"), count(res.Steps, "step"), res.Duration.Milliseconds(), count(len(res.Files), "file"))
 	}
 	return nil
 }
@@ -113,7 +113,7 @@ func firstErr(errs ...error) error {
 }
 
 // buildSite builds the site; problems in runbooks are printed, followed by
-// failMsg (with %d for their number), and end the command.
+// failMsg (with %s for their number: "2 problems"), and end the command.
 func buildSite(ctx context.Context, m *Main, opts site.Options, failMsg string) (*site.Result, error) {
 	b, err := site.New(opts)
 	if err != nil {
@@ -127,7 +127,7 @@ func buildSite(ctx context.Context, m *Main, opts site.Options, failMsg string) 
 		for _, d := range res.Diagnostics {
 			fmt.Fprintln(m.Stderr, d.String())
 		}
-		fmt.Fprintf(m.Stderr, failMsg+"\n", len(res.Diagnostics))
+		fmt.Fprintf(m.Stderr, failMsg+"\n", count(len(res.Diagnostics), "problem"))
 		return nil, errSilent
 	}
 	return res, nil

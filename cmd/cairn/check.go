@@ -63,8 +63,8 @@ func runCheck(ctx context.Context, m *Main, args []string) error {
 		}
 	}
 	if !*quiet {
-		fmt.Fprintf(m.Stderr, "checked %d runbooks, %d steps, %d executable blocks: %d problems\n",
-			len(set.Runbooks), steps, blocks, len(diags))
+		fmt.Fprintf(m.Stderr, "checked %s, %s, %s: %s\n",
+			count(len(set.Runbooks), "runbook"), count(steps, "step"), count(blocks, "executable block"), count(len(diags), "problem"))
 	}
 	if len(diags) > 0 {
 		return errSilent

@@ -86,7 +86,7 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	srv := &http.Server{Handler: d.Handler()}
 	httpguard.Harden(srv, httpguard.Limits{})
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(m.Stderr, "executor listening on %s with %d runbooks\n", base, len(st.Runbooks()))
+	fmt.Fprintf(m.Stderr, "executor listening on %s with %s\n", base, count(len(st.Runbooks()), "runbook"))
 	frag := "#cairn-executor=" + url.QueryEscape(base) + "&cairn-token=" + d.Token
 	if len(origins) == 0 {
 		fmt.Fprintf(m.Stderr, "no --allow-origin given: only clients without an Origin (the CLI, curl) can use it\ntoken: %s\n", d.Token)

@@ -73,7 +73,7 @@ func runExport(ctx context.Context, m *Main, args []string) error {
 	if err := writeFileAtomic(*out, script, 0o755); err != nil {
 		return fmt.Errorf("write script: %w", err)
 	}
-	fmt.Fprintf(m.Stderr, "exported %s → %s (%d steps)\n", rb.Path, *out, len(rb.Steps))
+	fmt.Fprintf(m.Stderr, "exported %s → %s (%s)\n", rb.Path, *out, count(len(rb.Steps), "step"))
 	return nil
 }
 
@@ -81,7 +81,7 @@ func exportBundle(ctx context.Context, m *Main, content, out string, withBinary 
 	if fi, err := os.Stat(content); err != nil || !fi.IsDir() {
 		return &usageError{cmd: "export", msg: fmt.Sprintf("--content %s: not a folder", content)}
 	}
-	res, err := buildSite(ctx, m, site.Options{Content: content}, "bundle not written: %d problems")
+	res, err := buildSite(ctx, m, site.Options{Content: content}, "bundle not written: %s")
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func exportBundle(ctx context.Context, m *Main, content, out string, withBinary 
 	if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write bundle: %w", err)
 	}
-	fmt.Fprintf(m.Stderr, "bundled %d runbooks and the site (%d files) → %s (%d bytes)\n", len(res.Runbooks), len(res.Files), out, buf.Len())
+	fmt.Fprintf(m.Stderr, "bundled %s and the site (%s) → %s (%d bytes)\n", count(len(res.Runbooks), "runbook"), count(len(res.Files), "file"), out, buf.Len())
 	return nil
 }
 

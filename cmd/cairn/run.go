@@ -160,7 +160,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			return errSilent
 		}
 	}
-	fmt.Fprintf(m.Stdout, "\n%d verified, %d skipped of %d blocks\n", verified, skipped, total)
+	fmt.Fprintf(m.Stdout, "\n%d verified, %d skipped of %s\n", verified, skipped, count(total, "block"))
 	if wbFailed > 0 {
 		return fmt.Errorf("%d verified outputs could not be written back to %s (see above)", wbFailed, rb.Path)
 	}

@@ -159,3 +159,16 @@ func TestVersionFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckUnclosedFenceAndWording: an unclosed fence is a problem (it used
+// to swallow the rest of the file with "0 problems"), and counts read as
+// sentences.
+func TestCheckUnclosedFenceAndWording(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "u.md")
+	os.WriteFile(path, []byte("---\ntitle: u\n---\n## one {#one}\n\n```bash {#a target=local}\necho a\n\n## two {#two}\n\ntext\n"), 0o644)
+	code, out, errOut := run(t, "check", path)
+	if code != exitFailure || !strings.Contains(out, "u.md:6:1: this code fence is never closed") || !strings.Contains(errOut, "checked 1 runbook, 1 step, 1 executable block: 1 problem\n") {
+		t.Errorf("unclosed fence: %d\n%s%s", code, out, errOut)
+	}
+}
