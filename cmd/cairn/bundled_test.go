@@ -761,3 +761,33 @@ func pathState(t *testing.T, path string) string {
 	}
 	return fmt.Sprint(names)
 }
+
+// TestBundledCiliumNoFalseGreens: on a cluster without Cilium (the sandbox,
+// once the CRDs of the other Cilium test are gone), the blocks that loop
+// over agents, nodes and test pods must fail, not verify on empty output
+// (the review found restart-remaining-agents and check-all-agents-multipool
+// verified there).
+func TestBundledCiliumNoFalseGreens(t *testing.T) {
+	k := testrig.Kube(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := k.Dynamic.Resource(crds).Get(ctx, "ciliumnodes.cilium.io", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("the CiliumNode CRD of another test did not go away: %v", err)
+	}
+	b := newBundled(t, "cilium-multipool.md", k, nil, map[string]string{
+		"CILIUM_VERSION":   "1.18.4",
+		"CILIUM_NAMESPACE": k.Namespace, // no agents here
+		"TEST_NAMESPACE":   k.Namespace, // no test pods either
+	})
+	for _, id := range []string{"restart-remaining-agents", "check-all-agents-multipool", "check-connectivity-mixed", "check-connectivity-final"} {
+		b.rb.BlockByID(id).Retries = 0 // the verdict, not the waiting, is under test
+		rec := b.run(t, id, true, 60*time.Second)
+		if rec.Status == executor.StatusVerified {
+			t.Errorf("%s verified on a cluster without Cilium; output:\n%s", id, rec.Output)
+		} else {
+			t.Logf("%s: %s: %s", id, rec.Status, strings.Join(rec.Reasons, "; "))
+		}
+	}
+}
