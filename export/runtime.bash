@@ -15,6 +15,8 @@ cairn_list=0
 cairn_only_step=''
 cairn_from_step=''
 cairn_log=''
+cairn_failed=0    # a block failed: only always=true blocks run from then on
+cairn_stop_msg='' # the first failure's resume hint
 cairn_context=''
 cairn_ssh_config="${CAIRN_SSH_CONFIG:-}"
 cairn_kubeconfig="${CAIRN_KUBECONFIG:-}"
@@ -1084,6 +1086,11 @@ cairn_confirm() {
 	printf '  %s. Run it? [y/N] ' "$2"
 	if ! IFS= read -r ans && [[ -z $ans ]]; then
 		printf '\n'
+		if ((cairn_failed)); then
+			# Clean-up after a failure: skip it, keep the failure's hint.
+			cairn_say "  not run: it needs confirmation and standard input gave none (pass --yes)"
+			return 1
+		fi
 		cairn_fail_now "$1" "block \"$1\" needs confirmation and standard input gave none; pass --yes"
 	fi
 	ans=${ans,,}
@@ -1192,9 +1199,14 @@ cairn_exec() {
 		for i in "${!cairn_hosts[@]}"; do
 			tail -n 15 "$(cairn_out "$i")" | cairn_mask "    $(cairn_where "$i")"
 		done
-		printf 'stopped at %s:%s (block "%s"); after fixing, resume with:\n  %s\n' "$cairn_source" "$cairn_line" "$cairn_id" "$(cairn_resume_hint "$cairn_step")"
 	} >&2
-	exit 1
+	# Later blocks are skipped, but always=true ones (clean-up) still run;
+	# the script ends with the first failure's resume hint and exit 1.
+	if ((!cairn_failed)); then
+		cairn_failed=1
+		cairn_stop_msg=$(printf 'stopped at %s:%s (block "%s"); after fixing, resume with:\n  %s' "$cairn_source" "$cairn_line" "$cairn_id" "$(cairn_resume_hint "$cairn_step")")
+	fi
+	return 0
 }
 
 cairn_dry_show() { # TITLE TEXT
@@ -1261,6 +1273,10 @@ cairn_main() {
 	cairn_say ""
 	cairn_say "$cairn_verified verified, $cairn_skipped skipped of $cairn_total blocks"
 	cairn_log_line - - - end "$cairn_verified verified, $cairn_skipped skipped of $cairn_total blocks"
+	if ((cairn_failed)); then
+		printf '%s\n' "$cairn_stop_msg" >&2
+		exit 1
+	fi
 }
 
 cairn_flag() {

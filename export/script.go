@@ -480,6 +480,9 @@ func (g *gen) block(b *runbook.Block) {
 		g.fail(b, "redact= patterns cannot be exported yet (secret= captures and secret parameters can)")
 	}
 	g.p("%s() {\n", fn("block", b))
+	if !b.Always {
+		g.p("\tif ((cairn_failed)); then\n\t\treturn 0\n\tfi\n")
+	}
 	g.p("\tcairn_begin %s %s %s\n", q(b.ID), q(string(b.Target)), q(g.badge(b)))
 	if b.When != nil {
 		g.p("\tif ! %s; then\n\t\tcairn_skip %s %s\n\t\treturn 0\n\tfi\n", b.When.Shell(), q(b.ID), q(oneLine(b.When.Src)))
@@ -525,7 +528,7 @@ func (g *gen) block(b *runbook.Block) {
 		if msg == "" || msg == "true" {
 			msg = "this step changes the target"
 		}
-		g.p("\tcairn_confirm %s %s\n", q(b.ID), q(oneLine(msg)))
+		g.p("\tcairn_confirm %s %s || return 0\n", q(b.ID), q(oneLine(msg)))
 	}
 	if b.Target == runbook.TargetKube {
 		g.p("\tcairn_kube_init\n")

@@ -35,6 +35,7 @@ var (
 		"id": {roles: anyRole}, "title": {roles: anyRole}, "linenos": {roles: anyRole},
 		"target": {}, "timeout": {}, "confirm": {}, "when": {}, "retries": {}, "interval": {},
 		"concurrent":          {},
+		"always":              {},
 		"expect.exit":         {},
 		"expect.contains":     {repeat: true},
 		"expect.not-contains": {repeat: true},
@@ -129,6 +130,9 @@ func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeB
 		}
 	}
 	p.blockAttrs(b, attrs, restOff, ctx)
+	if p.step != nil && p.step.Always {
+		b.Always = true
+	}
 	return node
 }
 
@@ -316,6 +320,8 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 			b.Retries = integer(0)
 		case key == "concurrent":
 			b.Concurrent = boolean()
+		case key == "always":
+			b.Always = boolean()
 		case key == "confirm":
 			b.Confirm = true
 			switch a.Value {

@@ -95,6 +95,7 @@ type Step struct {
 	Number   int // 1-based
 	Title    string
 	When     *Cond
+	Always   bool     // always=true: its blocks run even after a failure (clean-up)
 	Blocks   []*Block // executable blocks of this step, in order
 	Pos      Pos
 	Explicit bool // the id was given with {#id}
@@ -147,6 +148,9 @@ type Block struct {
 	Retries    int
 	Interval   time.Duration
 	Concurrent bool
+	// Always: the block runs even after an earlier block of the run failed
+	// (clean-up); set by always=true on the block or on its step.
+	Always bool
 	LineNos    bool
 
 	Expect   Expect

@@ -185,8 +185,16 @@ func (p *parseState) newStep(h *gast.Heading) *rbast.Step {
 						}
 					case "when":
 						st.When = p.cond(a.Value, pos, attrStart+a.Off)
+					case "always":
+						switch a.Value {
+						case "true":
+							st.Always = true
+						case "false":
+						default:
+							p.errf(pos, "step: always must be true or false, not %q", a.Value)
+						}
 					default:
-						p.errf(pos, "step: unknown heading attribute %q (known: #id, when)", a.Key)
+						p.errf(pos, "step: unknown heading attribute %q (known: #id, when, always)", a.Key)
 					}
 				}
 			}

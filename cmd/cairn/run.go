@@ -89,6 +89,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	total := len(plan)
 	var lastStep *runbook.Step
 	verified, skipped, wbFailed := 0, 0, 0
+	var failed *runbook.Block // the first block that failed; then only always=true blocks run
 	for i, b := range plan {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -98,6 +99,10 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			lastStep = b.Step
 		}
 		fmt.Fprintf(m.Stdout, "[%d/%d] %s  %s\n", i+1, total, b.ID, site.Badge(rb, b))
+		if failed != nil && !b.Always {
+			fmt.Fprintf(m.Stdout, "  not run: block %q failed (only always=true blocks run after a failure)\n", failed.ID)
+			continue
+		}
 		if !b.When.Eval(values) {
 			fmt.Fprintf(m.Stdout, "  skipped: %s is false\n", b.When.Src)
 			skipped++
@@ -122,6 +127,10 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			fmt.Fprintf(m.Stdout, "  %s. Run it? [y/N] ", msg)
 			ans, err := in.ReadString('\n')
 			if err != nil && ans == "" {
+				if failed != nil { // clean-up after a failure: skip it, keep the failure's hint
+					fmt.Fprintf(m.Stdout, "\n  not run: it needs confirmation and standard input gave none (pass --yes)\n")
+					continue
+				}
 				return fmt.Errorf("block %q needs confirmation and standard input gave none; pass --yes", b.ID)
 			}
 			if a := strings.ToLower(strings.TrimSpace(ans)); a != "y" && a != "yes" {
@@ -155,12 +164,17 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			}
 		default:
 			fmt.Fprintf(m.Stdout, "  ✗ %s: %s\n", rec.Status, strings.Join(rec.Reasons, "; "))
-			fmt.Fprintf(m.Stderr, "stopped at %s:%d (block %q); after fixing, resume with: cairn run %s --from %s\n",
-				rb.Path, b.Pos.Line, b.ID, positional[0], stepID(b))
-			return errSilent
+			if failed == nil {
+				failed = b
+			}
 		}
 	}
 	fmt.Fprintf(m.Stdout, "\n%d verified, %d skipped of %s\n", verified, skipped, count(total, "block"))
+	if failed != nil {
+		fmt.Fprintf(m.Stderr, "stopped at %s:%d (block %q); after fixing, resume with: cairn run %s --from %s\n",
+			rb.Path, failed.Pos.Line, failed.ID, positional[0], stepID(failed))
+		return errSilent
+	}
 	if wbFailed > 0 {
 		return fmt.Errorf("%d verified outputs could not be written back to %s (see above)", wbFailed, rb.Path)
 	}
