@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -109,7 +110,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			continue
 		}
 		if b.Target == runbook.TargetManual {
-			fmt.Fprintf(m.Stdout, "  manual step, do this by hand:\n%s", indent(b.Content, "    "))
+			fmt.Fprintf(m.Stdout, "  manual step, do this by hand:\n%s", indent(shownText(rb, b.Content, values), "    "))
 			if !*yes {
 				fmt.Fprint(m.Stdout, "  press Enter when done (Ctrl+C stops) ")
 				if _, err := in.ReadString('\n'); err != nil {
@@ -124,7 +125,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			if msg == "" || msg == "true" {
 				msg = "this step changes the target"
 			}
-			fmt.Fprintf(m.Stdout, "  %s. Run it? [y/N] ", msg)
+			// Say what will happen before the reader answers.
+			fmt.Fprintf(m.Stdout, "  %s\n  where: %s\n  what:\n%s", msg, whereShown(x, rb, b, values), indent(whatShown(rb, b, values), "    "))
+			fmt.Fprint(m.Stdout, "  Run it? [y/N] ")
 			ans, err := in.ReadString('\n')
 			if err != nil && ans == "" {
 				if failed != nil { // clean-up after a failure: skip it, keep the failure's hint
@@ -348,4 +351,80 @@ func (s *termSink) Event(ev executor.Event) {
 			fmt.Fprintf(s.w, "  %s: %s\n", ev.Host, ev.Message)
 		}
 	}
+}
+
+// shownText is text with parameter values filled in for a reader to read
+// or copy: secret ones masked, others shell-quoted when they are not plain.
+func shownText(rb *runbook.Runbook, text string, values map[string]string) string {
+	shown := map[string]string{}
+	for k, v := range values {
+		switch p := rb.ParamByName(k); {
+		case p != nil && p.Secret:
+			shown[k] = executor.Mask
+		case plainValue.MatchString(v):
+			shown[k] = v
+		default:
+			shown[k] = runbook.ShellQuote(v)
+		}
+	}
+	return runbook.Substitute(text, shown, false)
+}
+
+var plainValue = regexp.MustCompile(`^[A-Za-z0-9@%+=:,./_-]*$`)
+
+// whereShown is where a block would run: the kube context, the hosts, or
+// this machine.
+func whereShown(x *execSetup, rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
+	switch b.Target {
+	case runbook.TargetKube:
+		if x.engine.KubeWhere == nil {
+			return "no kube context configured"
+		}
+		w, err := x.engine.KubeWhere(rb)
+		if err != nil {
+			return err.Error()
+		}
+		if b.Namespace != "" {
+			w += ", namespace " + shownText(rb, b.Namespace, values)
+		}
+		return w
+	case runbook.TargetSSH:
+		w := "ssh " + strings.Join(runbook.SplitHosts(values[b.Hosts]), " ")
+		if b.Sudo {
+			w += " (sudo)"
+		}
+		return w
+	}
+	return "this machine"
+}
+
+// whatShown is what a block would do: its text with values shown, or a
+// native kube action spelled out.
+func whatShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
+	if b.Target != runbook.TargetKube || b.Action == "" {
+		// Shell text is shown as written, after the values it reads as
+		// assignments (values reach it through the environment).
+		var sb strings.Builder
+		for _, name := range b.Refs {
+			v, ok := values[name]
+			if !ok {
+				continue
+			}
+			if p := rb.ParamByName(name); p != nil && p.Secret {
+				v = executor.Mask
+			}
+			fmt.Fprintf(&sb, "%s=%s\n", name, runbook.ShellQuote(v))
+		}
+		return sb.String() + b.Content
+	}
+	s := b.Action
+	for _, kv := range [][2]string{{"kind", b.Kind}, {"name", b.Name}, {"selector", b.Selector}, {"field-selector", b.FieldSelector}, {"replicas", b.Replicas}, {"for", b.For}} {
+		if kv[1] != "" {
+			s += " " + kv[0] + "=" + shownText(rb, kv[1], values)
+		}
+	}
+	if strings.TrimSpace(b.Content) != "" {
+		s += "\n" + shownText(rb, b.Content, values)
+	}
+	return s
 }

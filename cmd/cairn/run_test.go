@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,5 +171,29 @@ func TestCheckUnclosedFenceAndWording(t *testing.T) {
 	code, out, errOut := run(t, "check", path)
 	if code != exitFailure || !strings.Contains(out, "u.md:6:1: this code fence is never closed") || !strings.Contains(errOut, "checked 1 runbook, 1 step, 1 executable block: 1 problem\n") {
 		t.Errorf("unclosed fence: %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestRunSaysWhatWillHappen: a confirmation shows where and what before the
+// reader answers, and manual steps show the values (quoted when they are
+// not plain, secrets masked).
+func TestRunSaysWhatWillHappen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.md")
+	src := "---\ntitle: c\nparams:\n  - name: NS\n    default: \"a b; rm -rf x\"\n  - name: PW\n    secret: true\n    required: false\n---\n## one {#one}\n\n" +
+		"```text {#by-hand target=manual}\nrun kubectl delete ns ${NS} with $PW\n```\n\n" +
+		"```bash {#danger target=local confirm=\"deletes things\"}\necho \"$NS\"\n```\n"
+	os.WriteFile(path, []byte(src), 0o644)
+	var out, errb strings.Builder
+	m := &Main{Stdin: strings.NewReader("\nn\n"), Stdout: &out, Stderr: &errb}
+	m.Exit(m.Run(context.Background(), []string{"run", path, "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none"), "--journal", filepath.Join(dir, "j.db"), "--param", "PW=s3cret-pw"}))
+	got := out.String()
+	for _, want := range []string{"run kubectl delete ns 'a b; rm -rf x' with ••••", "deletes things\n  where: this machine\n  what:\n    NS='a b; rm -rf x'\n    echo \"$NS\"", "Run it? [y/N]"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "s3cret-pw") {
+		t.Error("the secret was shown")
 	}
 }
