@@ -618,6 +618,13 @@ func (p *parseState) checkKube(b *Block, seen map[string]Attr, pos func(Attr) Po
 	if (b.Action == "apply" || b.Action == "patch") && body != "" {
 		p.checkManifest(b)
 	}
+	// hosts=NAME names a parameter; these take text, where a bare NAME is
+	// literal: say so rather than touch an object called NAMESPACE.
+	for _, k := range []string{"kind", "name", "namespace", "selector", "field-selector", "replicas"} {
+		if a, ok := seen[k]; ok && p.rb.ParamByName(a.Value) != nil {
+			p.errf(pos(a), "%s: %s=%s is the literal text %q; write %s=$%s to use the parameter", blk, k, a.Value, a.Value, k, a.Value)
+		}
+	}
 	if b.Replicas != "" && !strings.HasPrefix(b.Replicas, "$") {
 		if n, err := strconv.Atoi(b.Replicas); err != nil || n < 0 {
 			p.errf(pos(seen["replicas"]), "%s: replicas must be a count ≥ 0 or a parameter reference, not %q", blk, b.Replicas)
@@ -638,8 +645,8 @@ func (p *parseState) checkRefs(b *Block) {
 			names[name] = true
 			return
 		}
-		if later := p.laterCapture(name, b); later != "" {
-			p.errf(at, "block %q: $%s is captured by block %q, which comes after this one", b.ID, name, later)
+		if p.laterCapture(name, b) {
+			p.errf(at, "block %q: $%s is captured by a block that comes after this one; move the capture earlier", b.ID, name)
 			return
 		}
 		p.errf(at, "block %q: $%s is not a declared parameter or an earlier capture%s", b.ID, name, p.paramHint(name))
@@ -676,12 +683,9 @@ func (p *parseState) checkRefs(b *Block) {
 
 // laterCapture is filled lazily: the parser has not reached later blocks
 // yet, so this scans the remaining source text for capture.NAME.
-func (p *parseState) laterCapture(name string, b *Block) string {
+func (p *parseState) laterCapture(name string, b *Block) bool {
 	rest := p.rb.Source[b.Span[1]:]
-	if strings.Contains(string(rest), "capture."+name+"=") {
-		return "a later block"
-	}
-	return ""
+	return strings.Contains(string(rest), "capture."+name+"=")
 }
 
 // ParseJSONPathCheck parses expect.jsonpath: `{.path}`, `{.path}=v`, `{.path}!=v`.

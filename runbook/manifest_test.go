@@ -250,3 +250,28 @@ func shapeOf(v any) string {
 	}
 	return "s"
 }
+
+// TestCheckLiteralParamNamesAndLaterCaptures: namespace=NAMESPACE is the
+// literal text (hosts=NAME is the only attribute that names a parameter
+// bare), so check says how to write the reference; a capture used before
+// the block that takes it is worded plainly.
+func TestCheckLiteralParamNamesAndLaterCaptures(t *testing.T) {
+	src := "---\ntitle: t\nparams:\n  - name: NAMESPACE\n    pattern: '^[a-z]+$'\n---\n## s\n\n" +
+		"```text {#a target=kube action=get kind=pods namespace=NAMESPACE}\n```\n\n" +
+		"```bash {#b target=local}\necho \"$TOKEN\"\n```\n\n" +
+		"```bash {#c target=local capture.TOKEN='t=(.*)'}\necho t=1\n```\n"
+	_, err := Parse("t.md", []byte(src))
+	var msgs []string
+	for _, d := range AllDiagnostics(err) {
+		msgs = append(msgs, d.String())
+	}
+	all := strings.Join(msgs, "\n")
+	for _, want := range []string{
+		`namespace=NAMESPACE is the literal text "NAMESPACE"; write namespace=$NAMESPACE to use the parameter`,
+		`block "b": $TOKEN is captured by a block that comes after this one`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("missing %q in\n%s", want, all)
+		}
+	}
+}
