@@ -353,6 +353,10 @@ func (r *Run) Execute(ctx context.Context, out Sink) *Record {
 		if verdict.OK || ctx.Err() != nil || attempt == attempts {
 			break
 		}
+		if why := permanent(hosts, outputs); why != "" {
+			verdict.Reasons = append(verdict.Reasons, "not retried: "+why)
+			break
+		}
 		out.Event(Event{Kind: "retry", Message: fmt.Sprintf("attempt %d of %d failed: %s; retrying in %s", attempt, attempts, r.red.String(strings.Join(verdict.Reasons, "; ")), b.Interval)})
 		select {
 		case <-ctx.Done():
@@ -608,4 +612,34 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// Failures that waiting cannot heal, as kubectl and bash report them.
+var permanentOutput = []struct{ text, why string }{
+	{"error: the server doesn't have a resource type", "the cluster does not serve that resource type (is its CRD installed?)"},
+	{"Error from server (Forbidden)", "the API refused it (RBAC forbidden)"},
+	{"is forbidden: User ", "the API refused it (RBAC forbidden)"},
+}
+
+// permanent says why a failed attempt would fail the same way again, or "":
+// a command that was not found or cannot run (exit 127, 126), an error a
+// runner marked ErrPermanent, or kubectl's words for the same.
+func permanent(hosts []HostResult, outputs map[string]*tailBuffer) string {
+	for _, h := range hosts {
+		switch {
+		case errors.Is(h.Err, ErrPermanent):
+			return h.Err.Error()
+		case h.Exit == 127:
+			return "a command was not found (exit 127); install it or fix the name"
+		case h.Exit == 126:
+			return "a command could not be run (exit 126)"
+		}
+		out := outputs[h.Host].String()
+		for _, p := range permanentOutput {
+			if strings.Contains(out, p.text) {
+				return p.why
+			}
+		}
+	}
+	return ""
 }

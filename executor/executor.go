@@ -80,6 +80,9 @@ var (
 	ErrConditionFalse = errors.New("block condition is false for these parameters")
 	ErrManualBlock    = errors.New("manual blocks are done by a person")
 	ErrTimeout        = errors.New("timed out")
+	// ErrPermanent marks a failure that retrying cannot heal (a runner
+	// wraps it: RBAC forbidden, an unknown resource type).
+	ErrPermanent = errors.New("retrying cannot fix this")
 )
 
 // BaseEnv is the environment a local command starts from: enough to find

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/executor/kube"
@@ -81,5 +82,33 @@ func TestShortSecretRefused(t *testing.T) {
 	e, rb := secretsEngine(t)
 	if _, err := e.Prepare(executor.Request{Runbook: rb, BlockID: "long", Params: map[string]string{"PW": "ab"}}); err == nil || !strings.Contains(err.Error(), "cannot be masked") {
 		t.Fatalf("short secret: %v", err)
+	}
+}
+
+// TestNoRetryForWhatCannotHeal: a command that is not there fails once,
+// not after retries × interval (the review waited 2 to 8 minutes).
+func TestNoRetryForWhatCannotHeal(t *testing.T) {
+	rb, err := runbook.Parse("r.md", []byte("---\ntitle: r\n---\n## s {#s}\n\n"+
+		"```bash {#missing target=local retries=5 interval=1h}\ncairn-no-such-command-xyz --version\n```\n\n"+
+		"```bash {#kubectl-words target=local retries=5 interval=1h}\necho \"error: the server doesn't have a resource type ciliumnodes\"; exit 1\n```\n\n"+
+		"```bash {#heals target=local retries=2 interval=10ms}\nexit 1\n```\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &executor.Engine{Runners: map[string]executor.Runner{executor.RunnerLocal: &local.Runner{}}}
+	for id, wantAttempts := range map[string]int{"missing": 1, "kubectl-words": 1, "heals": 3} {
+		r, err := e.Prepare(executor.Request{Runbook: rb, BlockID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rec := r.Execute(ctx, &sink{})
+		cancel()
+		if rec.Status != executor.StatusFailed || rec.Attempts != wantAttempts {
+			t.Errorf("%s: %s after %d attempts (want %d): %v", id, rec.Status, rec.Attempts, wantAttempts, rec.Reasons)
+		}
+		if wantAttempts == 1 && !strings.Contains(strings.Join(rec.Reasons, ";"), "not retried: ") {
+			t.Errorf("%s: reasons do not say why it was not retried: %v", id, rec.Reasons)
+		}
 	}
 }

@@ -266,3 +266,19 @@ func TestOptionalParamSetEmpty(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
+
+// TestNoRetryForWhatCannotHeal: the script, like the executor, does not
+// retry a command that is not there.
+func TestScriptNoRetryForWhatCannotHeal(t *testing.T) {
+	rb := parse(t, "---\ntitle: R\n---\n\n## One {#one}\n\n```bash {#missing target=local retries=5 interval=1h}\ncairn-no-such-command-xyz --version\n```\n")
+	script, err := export.Script(rb, export.Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := writeScript(t, dir, "r.sh", script)
+	code, out := runScript(t, dir, path, nil, "", "--yes", "--log", filepath.Join(dir, "log"))
+	if code != 1 || !strings.Contains(out, "not retried: a command was not found (exit 127)") || strings.Contains(out, "retrying in") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}

@@ -1153,6 +1153,11 @@ cairn_exec() {
 		if ((${#cairn_reasons[@]} == 0 || attempt >= attempts)); then
 			break
 		fi
+		local why
+		if why=$(cairn_permanent); then
+			cairn_reasons+=("not retried: $why")
+			break
+		fi
 		local IFS=';'
 		cairn_say "  … attempt $attempt of $attempts failed: $(cairn_mask_str "${cairn_reasons[*]}"); retrying in $cairn_interval"
 		unset IFS
@@ -1207,6 +1212,28 @@ cairn_exec() {
 		cairn_stop_msg=$(printf 'stopped at %s:%s (block "%s"); after fixing, resume with:\n  %s' "$cairn_source" "$cairn_line" "$cairn_id" "$(cairn_resume_hint "$cairn_step")")
 	fi
 	return 0
+}
+
+# cairn_permanent: prints why the failed attempt would fail the same way
+# again (the executor's rule): a command not found or not runnable, or
+# kubectl saying the resource type is not served or RBAC forbids it.
+cairn_permanent() {
+	local i out
+	for i in "${!cairn_hosts[@]}"; do
+		case ${cairn_exit[i]:-} in
+		127) printf 'a command was not found (exit 127); install it or fix the name' && return 0 ;;
+		126) printf 'a command could not be run (exit 126)' && return 0 ;;
+		esac
+		out=$(cairn_out "$i")
+		[[ -f $out ]] || continue
+		if grep -qF "error: the server doesn't have a resource type" "$out"; then
+			printf 'the cluster does not serve that resource type (is its CRD installed?)' && return 0
+		fi
+		if grep -qE 'Error from server \(Forbidden\)|is forbidden: User ' "$out"; then
+			printf 'the API refused it (RBAC forbidden)' && return 0
+		fi
+	done
+	return 1
 }
 
 cairn_dry_show() { # TITLE TEXT
