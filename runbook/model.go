@@ -150,8 +150,8 @@ type Block struct {
 	Concurrent bool
 	// Always: the block runs even after an earlier block of the run failed
 	// (clean-up); set by always=true on the block or on its step.
-	Always bool
-	LineNos    bool
+	Always  bool
+	LineNos bool
 
 	Expect   Expect
 	Captures []*Capture
