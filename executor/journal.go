@@ -117,6 +117,14 @@ CREATE TABLE IF NOT EXISTS latest (
 	PRIMARY KEY (runbook, block, hash)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS latest_by_seq ON latest(seq);
+CREATE TABLE IF NOT EXISTS last (
+	runbook TEXT NOT NULL,
+	block   TEXT NOT NULL,
+	hash    TEXT NOT NULL,
+	seq     INTEGER NOT NULL,
+	PRIMARY KEY (runbook, block, hash)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS last_by_seq ON last(seq);
 CREATE TABLE IF NOT EXISTS captures (
 	runbook TEXT NOT NULL,
 	name    TEXT NOT NULL,
@@ -201,6 +209,10 @@ func (j *Journal) Append(r Record) error {
 		if err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO last (runbook, block, hash, seq) VALUES (?, ?, ?, ?)
+			ON CONFLICT (runbook, block, hash) DO UPDATE SET seq = excluded.seq`, r.Runbook, r.Block, r.Hash, seq); err != nil {
+			return err
+		}
 		if r.Status == StatusVerified {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO latest (runbook, block, hash, seq) VALUES (?, ?, ?, ?)
 				ON CONFLICT (runbook, block, hash) DO UPDATE SET seq = excluded.seq`, r.Runbook, r.Block, r.Hash, seq); err != nil {
@@ -229,8 +241,11 @@ func compact(ctx context.Context, tx *sql.Tx, seq int64) error {
 		WHERE full IS NOT NULL AND seq <= ? AND seq NOT IN (SELECT seq FROM latest)`, seq-KeepOutputRuns); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `DELETE FROM runs
-		WHERE seq <= ? AND seq > ? - 64 AND seq NOT IN (SELECT seq FROM latest)`, seq-KeepRuns, seq-KeepRuns)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM runs
+		WHERE seq <= ? AND seq > ? - 64 AND seq NOT IN (SELECT seq FROM latest)`, seq-KeepRuns, seq-KeepRuns); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM last WHERE seq <= ? AND seq > ? - 64 AND seq NOT IN (SELECT seq FROM latest)`, seq-KeepRuns, seq-KeepRuns)
 	return err
 }
 
@@ -306,6 +321,20 @@ func (j *Journal) Records(slug string, limit int) ([]Record, error) {
 // hash still matches, keyed by block id.
 func (j *Journal) Latest(slug string, hashes map[string]string) (map[string]Record, error) {
 	recs, err := j.query(`SELECT coalesce(r.full, r.meta) FROM latest l JOIN runs r ON r.seq = l.seq WHERE l.runbook = ? ORDER BY l.seq`, slug)
+	out := map[string]Record{}
+	for _, r := range recs {
+		if hashes[r.Block] == r.Hash {
+			out[r.Block] = r
+		}
+	}
+	return out, err
+}
+
+// Last returns each block's most recent run of a runbook, whatever its
+// status, whose hash still matches (the page shows a failure after a
+// reload, too).
+func (j *Journal) Last(slug string, hashes map[string]string) (map[string]Record, error) {
+	recs, err := j.query(`SELECT coalesce(r.full, r.meta) FROM last l JOIN runs r ON r.seq = l.seq WHERE l.runbook = ? ORDER BY l.seq`, slug)
 	out := map[string]Record{}
 	for _, r := range recs {
 		if hashes[r.Block] == r.Hash {

@@ -351,3 +351,21 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// TestJournalLast: a block's newest run whatever its status, beside its
+// last verified one.
+func TestJournalLast(t *testing.T) {
+	j, err := executor.OpenJournal(filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	j.Append(executor.Record{ID: "1", Runbook: "t", Block: "a", Hash: "h", Status: executor.StatusVerified})
+	j.Append(executor.Record{ID: "2", Runbook: "t", Block: "a", Hash: "h", Status: executor.StatusFailed, Reasons: []string{"no"}})
+	j.Append(executor.Record{ID: "3", Runbook: "t", Block: "a", Hash: "old", Status: executor.StatusFailed})
+	last, err := j.Last("t", map[string]string{"a": "h"})
+	latest, _ := j.Latest("t", map[string]string{"a": "h"})
+	if err != nil || last["a"].ID != "2" || latest["a"].ID != "1" {
+		t.Fatalf("last %+v latest %+v %v", last["a"], latest["a"], err)
+	}
+}

@@ -212,6 +212,8 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	waitJS(`document.querySelector("#cairn-exec-status.exec-on")`, 15*time.Second)
 	verified("make-stamp")
 	verified("ssh-hostname")
+	// ... and so is the failure, with its reason.
+	waitJS(`document.querySelector("#block-pod-running.cb-failed .cb-reasons")`, 15*time.Second)
 	if *screenshots {
 		var png []byte
 		run(chromedp.EmulateViewport(1280, 900),

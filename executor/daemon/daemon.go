@@ -273,7 +273,15 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": latest, "captures": s.Engine.Captures(rb)})
+	last := map[string]executor.Record{}
+	if s.Engine.Journal != nil {
+		var err error
+		if last, err = s.Engine.Journal.Last(rb.Slug, hashes); err != nil {
+			fail(w, http.StatusInternalServerError, "journal", "%v", err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": latest, "last": last, "captures": s.Engine.Captures(rb)})
 }
 
 func (s *Server) target(w http.ResponseWriter, r *http.Request) {

@@ -126,6 +126,14 @@
         var block = doc.getElementById("block-" + id);
         if (block && !block.classList.contains("cb-running")) showRecord(block, r.results[id]);
       });
+      // A run that did not verify and came after the last verified one is
+      // what the reader last saw: show it after a reload too.
+      Object.keys(r.last || {}).forEach(function (id) {
+        var rec = r.last[id], block = doc.getElementById("block-" + id);
+        if (!block || block.classList.contains("cb-running") || rec.status === "verified") return;
+        var ok = (r.results || {})[id];
+        if (!ok || Date.parse(rec.start) > Date.parse(ok.start)) showRecord(block, rec);
+      });
     });
   }
 
