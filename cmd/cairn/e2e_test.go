@@ -181,6 +181,9 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	if out := verified("make-stamp"); !regexp.MustCompile(`stamp=[0-9a-f]{12}`).MatchString(out) {
 		t.Errorf("local output: %q", out)
 	}
+	// Its step has no other block: it is ticked (auto-progress); the kube
+	// step, with blocks still to run, is not.
+	waitJS(`document.querySelector('.step-done[data-step="local"]').checked`, 5*time.Second)
 	// The runbook is Korean: so are the executor's words on it.
 	if got := text(`document.querySelector("#block-make-stamp .cb-result .status").textContent + "|" + document.getElementById("cairn-exec-status").textContent`); got != "검증됨|실행기 연결됨" {
 		t.Errorf("status words on a Korean page: %q", got)
@@ -188,6 +191,9 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	click("apply-objects") // kube, uses the capture and the typed namespace
 	if out := verified("apply-objects"); !strings.Contains(out, "namespace/"+ns+" serverside-applied") {
 		t.Errorf("kube output: %q", out)
+	}
+	if text(`String(document.querySelector('.step-done[data-step="kube-apply"]').checked)`) != "false" {
+		t.Error("a step was ticked before all its blocks verified")
 	}
 	if got := k.Kubectl(t, "", "get", "practicenotes.cairn.dev", "first", "-n", ns, "-o", "jsonpath={.spec.stamp}"); len(got) != 12 {
 		t.Errorf("the captured stamp did not reach the cluster: %q", got)

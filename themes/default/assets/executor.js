@@ -196,6 +196,7 @@
       .then(function (rec) {
         finish();
         if (rec) showRecord(block, rec);
+        if (rec && rec.status === "verified") autoTick(block);
       })
       .catch(function (err) {
         finish();
@@ -206,6 +207,19 @@
         if (err.code === "hash_mismatch") msg += " — " + T("reload_page", "reload the page");
         box.appendChild(el("p", "cb-error", msg));
       });
+  }
+
+  // autoTick ticks the block's step once every executable block of it that
+  // applies has verified (as Killercoda advances on a passed check); the
+  // reader can still untick it.
+  function autoTick(block) {
+    var step = block.closest(".step");
+    var box = step && $(".step-done", step);
+    if (!box || box.checked) return;
+    var all = $$(".cb[data-target]", step).filter(function (b) {
+      return b.getAttribute("data-target") !== "manual" && !b.closest("[hidden], .is-na");
+    });
+    if (all.every(function (b) { return b.classList.contains("cb-verified"); })) box.click();
   }
 
   // stream reads the run's Server-Sent Events with fetch (EventSource cannot
