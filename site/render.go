@@ -245,6 +245,9 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 		fmt.Fprintf(w, ` data-step="%s"`, html.EscapeString(b.Step.ID))
 	}
 	writeWhen(w, b.When)
+	if c := kubectlCommand(r.rb, b); c != "" {
+		fmt.Fprintf(w, ` data-copy="%s"`, html.EscapeString(c))
+	}
 	if b.Confirm {
 		msg := b.ConfirmMsg
 		if msg == "" {

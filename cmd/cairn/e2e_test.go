@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -191,6 +192,23 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	click("apply-objects") // kube, uses the capture and the typed namespace
 	if out := verified("apply-objects"); !strings.Contains(out, "namespace/"+ns+" serverside-applied") {
 		t.Errorf("kube output: %q", out)
+	}
+	// Copy on a kube block gives the kubectl command, with the form's
+	// values: pasted into a terminal, it does what the block did.
+	for _, tc := range []struct{ block, want string }{
+		{"apply-objects", "namespace/" + ns + " serverside-applied"},
+		{"wait-sa", "serviceaccount/default condition met"},
+	} {
+		run(chromedp.Click(chromedp.CSS(`#block-` + tc.block + ` .cb-copy`)))
+		waitJS(`window.Cairn.lastCopied && window.Cairn.lastCopied.indexOf("kubectl --context cairn-sandbox") === 0 && window.Cairn.lastCopied.indexOf("`+ns+`") > 0`, 5*time.Second)
+		copied := text(`window.Cairn.lastCopied`)
+		text(`(window.Cairn.lastCopied = "", "")`)
+		cmd := exec.Command("bash", "-c", copied)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s: the copied command %q: %v\n%s", tc.block, copied, err, out)
+		}
 	}
 	if text(`String(document.querySelector('.step-done[data-step="kube-apply"]').checked)`) != "false" {
 		t.Error("a step was ticked before all its blocks verified")

@@ -11,6 +11,8 @@
                                  runs after the confirmation that data-confirm asks for
      Cairn.commandText(id)       the displayed (substituted) text of block id
      Cairn.lastCopied            the text of the last copy
+     Cairn.setCaptures(map)      captured values (from the executor) for copied commands
+     Cairn.fillCommand(tmpl)     a kube block's kubectl command (data-copy) with values filled in
      Cairn.evalCondition(cond, values), Cairn.progress(), Cairn.search(q), Cairn.copy(text), Cairn.setTheme(t)
    The executor's base URL, when a local executor serves the page, is <html data-executor>. */
 (function () {
@@ -688,12 +690,37 @@
       if (!btn) return;
       var block = btn.closest(".cb");
       if (!block) return;
-      var text = commandText(block);
+      var tmpl = block.getAttribute("data-copy");
+      var text = tmpl ? fillCommand(tmpl) : commandText(block);
       copyText(text).then(function (ok) {
         feedback(btn, ok !== false);
       });
     });
   }
+  // fillCommand fills a kube block's kubectl command (data-copy) with the
+  // form's values: shell-quoted on the command line, as they are in the
+  // heredoc body (a YAML or JSON document); secret ones stay references.
+  function shq(v) { return /^[A-Za-z0-9@%+=:,.\/_-]+$/.test(v) ? v : "'" + v.replace(/'/g, "'\\''") + "'"; }
+  var CAPS = {};
+  // Cairn.setCaptures(map): values earlier blocks captured (secret ones come
+  // masked and are left out); copied commands use them.
+  Cairn.setCaptures = function (m) {
+    Object.keys(m || {}).forEach(function (k) { if (m[k] !== "••••") CAPS[k] = m[k]; });
+  };
+  function fillCommand(tmpl) {
+    var vals = Object.assign({}, CAPS, Cairn.values());
+    var nl = tmpl.indexOf("\n");
+    var head = nl < 0 ? tmpl : tmpl.slice(0, nl), body = nl < 0 ? "" : tmpl.slice(nl);
+    function fill(s, quote) {
+      return s.replace(/\$\{([A-Z][A-Z0-9_]*)\}|\$([A-Z][A-Z0-9_]*)/g, function (m, a, b) {
+        var name = a || b, v = vals[name];
+        if (v == null || v === "" || (byName[name] && byName[name].secret)) return m;
+        return quote ? shq(String(v)) : String(v);
+      });
+    }
+    return fill(head, true) + fill(body, false);
+  }
+  Cairn.fillCommand = fillCommand;
   function feedback(btn, ok) {
     if (!btn._label) btn._label = btn.innerHTML;
     clearTimeout(btn._timer);

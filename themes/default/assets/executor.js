@@ -122,6 +122,7 @@
 
   function loadResults() {
     return api("/runbooks/" + encodeURIComponent(slug) + "/results").then(json).then(function (r) {
+      if (window.Cairn && window.Cairn.setCaptures) window.Cairn.setCaptures(r.captures);
       Object.keys(r.results || {}).forEach(function (id) {
         var block = doc.getElementById("block-" + id);
         if (block && !block.classList.contains("cb-running")) showRecord(block, r.results[id]);
@@ -196,6 +197,7 @@
       .then(function (rec) {
         finish();
         if (rec) showRecord(block, rec);
+        if (rec && window.Cairn && window.Cairn.setCaptures) window.Cairn.setCaptures(rec.captures);
         if (rec && rec.status === "verified") autoTick(block);
       })
       .catch(function (err) {
