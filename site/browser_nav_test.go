@@ -1,11 +1,14 @@
 package site_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 	"github.com/cairn-dev/cairn/site"
@@ -50,4 +53,46 @@ func TestBrowserCompactNav(t *testing.T) {
 		}
 		w.check(t, u)
 	}
+}
+
+// TestBrowserErrorOverlay: a broken edit under serve shows the problems in
+// a compact panel that can be closed and that leaves the page usable; it
+// stays closed until the problems change.
+func TestBrowserErrorOverlay(t *testing.T) {
+	ctx := testrig.Browser(t)
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.md")
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n처음\n"))
+	b, err := site.New(site.Options{Content: dir, Dev: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	urlc := make(chan string, 1)
+	updates := make(chan *site.Result, 8)
+	srv := site.NewServer(b, site.ServerOptions{Addr: "127.0.0.1:0", Ready: func(u string) { urlc <- u },
+		OnUpdate: func(r *site.Result, err error) { updates <- r }})
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(sctx) }()
+	defer func() { cancel(); <-done }()
+	base := <-urlc
+	<-updates
+	open(t, ctx, base+"a/")
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n```bash {target=local when='X = 1'}\n```\n"))
+	waitFor(t, ctx, `document.getElementById("cairn-errors") && !document.getElementById("cairn-errors").hidden`)
+	if h := eval[float64](t, ctx, `document.getElementById("cairn-errors").getBoundingClientRect().height / window.innerHeight`); h > 0.34 {
+		t.Errorf("the panel covers %.0f%% of the window", h*100)
+	}
+	if got := eval[string](t, ctx, `document.getElementById("cairn-errors").textContent`); !strings.Contains(got, "1 problem") || !strings.Contains(got, "a.md:") {
+		t.Errorf("panel: %q", got)
+	}
+	do(t, ctx, chromedp.Click(chromedp.CSS(".cairn-errors-close")))
+	waitFor(t, ctx, `document.getElementById("cairn-errors").hidden`)
+	// Nothing of it takes clicks any more.
+	if hit := eval[string](t, ctx, `(document.elementFromPoint(window.innerWidth/2, window.innerHeight-20)||{}).id||""`); hit == "cairn-errors" {
+		t.Error("the closed panel still takes clicks")
+	}
+	// Another broken edit: new problems, shown again.
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n```bash {target=lcoal}\n```\n"))
+	waitFor(t, ctx, `!document.getElementById("cairn-errors").hidden`)
 }

@@ -459,17 +459,40 @@ func (s *Server) closeClients() {
 // in an overlay, so a broken runbook is visible in the browser too.
 const liveJS = `(function () {
   if (!window.EventSource) return;
-  var box;
+  // A compact panel at the bottom: the problems, a count, and a close
+  // button; closed, it stays closed until the problems change. It covers at
+  // most a third of the window and only its own area takes clicks.
+  var box, list, title, closedFor = null, last = '';
   function show(errors) {
+    last = errors.join('\n');
     if (!box) {
-      box = document.createElement('div');
+      box = document.createElement('section');
       box.id = 'cairn-errors';
       box.setAttribute('role', 'alert');
-      box.style.cssText = 'position:fixed;left:0;right:0;bottom:0;max-height:50vh;overflow:auto;z-index:9999;' +
-        'background:#2d0b0b;color:#ffd7d7;font:13px/1.5 ui-monospace,monospace;padding:12px 16px;white-space:pre-wrap;border-top:3px solid #e5484d';
+      box.style.cssText = 'position:fixed;left:12px;right:12px;bottom:12px;max-height:33vh;display:flex;flex-direction:column;z-index:9999;' +
+        'background:#2d0b0b;color:#ffd7d7;font:13px/1.5 ui-monospace,monospace;border:1px solid #e5484d;border-radius:8px;box-shadow:0 6px 24px rgba(0,0,0,.35)';
+      var head = document.createElement('div');
+      head.style.cssText = 'display:flex;align-items:center;gap:8px;padding:6px 12px;border-bottom:1px solid #5c1d1d;font-weight:700';
+      title = document.createElement('span');
+      title.style.flex = '1';
+      var close = document.createElement('button');
+      close.type = 'button';
+      close.className = 'cairn-errors-close';
+      close.setAttribute('aria-label', 'Close');
+      close.textContent = '×';
+      close.style.cssText = 'background:none;border:0;color:inherit;font:inherit;font-size:18px;line-height:1;cursor:pointer;padding:0 4px';
+      close.onclick = function () { closedFor = last; box.hidden = true; };
+      head.appendChild(title);
+      head.appendChild(close);
+      list = document.createElement('pre');
+      list.style.cssText = 'margin:0;padding:8px 12px;overflow:auto;white-space:pre-wrap';
+      box.appendChild(head);
+      box.appendChild(list);
       document.body.appendChild(box);
     }
-    box.textContent = errors.join('\n');
+    title.textContent = errors.length === 1 ? '1 problem (the page shows the last good build)' : errors.length + ' problems (the page shows the last good build)';
+    list.textContent = last;
+    box.hidden = errors.length === 0 || closedFor === last;
   }
   var es = new EventSource('/_cairn/events');
   es.onmessage = function (e) {
