@@ -297,6 +297,13 @@ func TestBrowserRunbookPage(t *testing.T) {
 		if got := eval[string](t, ctx, `document.querySelector('#p-LOAD_BALANCER_DNS').getAttribute('aria-invalid')`); got != "true" {
 			t.Errorf("aria-invalid = %q for a value against the pattern", got)
 		}
+		// Said in words, and the invalid value is not put into the commands.
+		if got := eval[string](t, ctx, `document.querySelector('#e-LOAD_BALANCER_DNS').textContent`); !strings.Contains(got, "형식이 맞지 않아요") {
+			t.Errorf("pattern message = %q", got)
+		}
+		if got := eval[string](t, ctx, `document.querySelector('#block-nc-lb pre').textContent`); strings.Contains(got, "bad_name") || !strings.Contains(got, "$LOAD_BALANCER_DNS") {
+			t.Errorf("an invalid value was substituted:\n%s", got)
+		}
 		eval[chromedp.Void](t, ctx, `document.querySelector('#p-LOAD_BALANCER_DNS').select()`)
 		typeText(t, ctx, "#p-LOAD_BALANCER_DNS", "lb.example.com")
 		if got := eval[string](t, ctx, `String(document.querySelector('#p-LOAD_BALANCER_DNS').getAttribute('aria-invalid'))`); got != "null" {

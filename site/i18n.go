@@ -36,6 +36,11 @@ var uiStrings = map[string]Strings{
 		"status_verified": "검증됨", "status_failed": "실패", "status_error": "오류", "status_cancelled": "취소됨",
 		"status_skipped": "건너뜀", "status_running": "실행 중", "cancel": "취소",
 		"writeback_failed": "Markdown에 기록하지 못했어요: ",
+		"for_example":      "예:", "invalid_pattern": "형식이 맞지 않아요.", "invalid_int": "정수를 입력하세요.",
+		"invalid_bool": "true 또는 false여야 해요.", "invalid_enum": "목록에서 고르세요.",
+		"invalid_host":  "호스트 이름이나 IP 주소여야 해요(앞에 user@, 뒤에 :포트를 붙일 수 있어요).",
+		"invalid_hosts": "공백이나 쉼표로 구분한 호스트 이름 또는 IP 주소여야 해요.",
+		"invalid_cidr":  "10.0.0.0/16 같은 CIDR 프리픽스여야 해요.", "invalid_duration": "90s, 5m 같은 시간이어야 해요.",
 	},
 	"en": {
 		"copy": "Copy", "copied": "Copied", "run": "Run", "mark_done": "Mark done",
@@ -67,6 +72,11 @@ var uiStrings = map[string]Strings{
 		"status_verified": "verified", "status_failed": "failed", "status_error": "error", "status_cancelled": "cancelled",
 		"status_skipped": "skipped", "status_running": "running", "cancel": "Cancel",
 		"writeback_failed": "Not written back to the Markdown: ",
+		"for_example":      "e.g.", "invalid_pattern": "Not in the expected form.", "invalid_int": "Enter a whole number.",
+		"invalid_bool": "Must be true or false.", "invalid_enum": "Choose one from the list.",
+		"invalid_host":  "A host name or IP address (optionally user@ before and :port after).",
+		"invalid_hosts": "Host names or IP addresses, separated by spaces or commas.",
+		"invalid_cidr":  "A CIDR prefix such as 10.0.0.0/16.", "invalid_duration": "A duration such as 90s or 5m.",
 	},
 }
 

@@ -226,7 +226,7 @@
     }
   }
 
-  var HOST = /^(?:[^\s@:/]+@)?(?:\[[0-9A-Fa-f:.]+\](?::\d{1,5})?|[0-9A-Fa-f]*:[0-9A-Fa-f:.]+|[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?(?::\d{1,5})?)$/;
+  var HOST = /^(?:[^\s@:/]+@)?(?:\[[0-9A-Fa-f:.]+\](?::[1-9]\d{0,4})?|[0-9A-Fa-f]*:[0-9A-Fa-f:.]+|[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?(?::[1-9]\d{0,4})?)$/;
   var CIDR4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\/(\d{1,2})$/;
   var CIDR6 = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\/(\d{1,3})$/;
   var DURATION = /^(?:0|[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$/;
@@ -250,12 +250,15 @@
   function validate(p) {
     var v = readControl(p);
     if (v === "") return p.required ? { msg: t("required", "Required") } : null;
-    if (!typeOK(p.type, v, p)) return { msg: t("invalid", "Invalid value"), hint: p.type };
+    // Say what is wanted in words, with an example (the default) where
+    // there is one; the raw pattern only as the last detail.
+    var eg = p.example && p.example !== v ? " " + t("for_example", "e.g.") + " " + p.example : "";
+    if (!typeOK(p.type, v, p)) return { msg: t("invalid_" + p.type, t("invalid", "Invalid value")) + eg };
     if (p.re) {
       var parts = p.type === "hosts" ? splitHosts(v) : [v];
       for (var i = 0; i < parts.length; i++) {
         p.re.lastIndex = 0;
-        if (!p.re.test(parts[i])) return { msg: t("invalid", "Invalid value"), hint: p.pattern };
+        if (!p.re.test(parts[i])) return { msg: t("invalid_pattern", "Not in the expected form") + eg + " —", hint: p.pattern };
       }
     }
     return null;
@@ -331,7 +334,8 @@
         name: c.name, type: c.getAttribute("data-type") || (c.tagName === "SELECT" ? "enum" : c.type === "checkbox" ? "bool" : "string"),
         secret: secret, required: c.required || c.getAttribute("aria-required") === "true",
         pattern: pattern, re: pattern ? re2ToJS(pattern) : null,
-        control: c, wrap: wrap, error: $(".param-error", wrap), touched: false, valid: true
+        control: c, wrap: wrap, error: $(".param-error", wrap), touched: false, valid: true,
+        example: c.getAttribute("data-default") || c.defaultValue || ""
       };
       if (secret) { c.value = ""; c.setAttribute("autocomplete", "new-password"); }
       params.push(p);
@@ -382,7 +386,8 @@
       var name = s.getAttribute("data-p");
       var p = byName[name];
       var orig = s.getAttribute("data-orig");
-      var v = p && !p.secret ? vals[name] : null;
+      // An invalid value is not put into commands: the reference stays.
+      var v = p && !p.secret && p.valid !== false ? vals[name] : null;
       if (p && p.secret) s.classList.add("prm-secret");
       if (v != null && v !== "") {
         if (!s.classList.contains("prm-set") || s.textContent !== v) {
