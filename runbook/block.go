@@ -461,6 +461,7 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 		}
 		p.checkTarget(b, seen, pos)
 		p.checkRefs(b)
+		p.checkEmptyGreen(b)
 		for _, c := range b.Captures {
 			if _, ok := p.captures[c.Name]; !ok {
 				p.captures[c.Name] = b
@@ -833,5 +834,28 @@ func (p *parseState) checkManifest(b *Block) {
 				p.errf(at(r), "%s: parameter %s sets %s but accepts any text; give it a pattern, e.g. pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'", blk, r.Name, field)
 			}
 		}
+	}
+}
+
+// loopOverSubst finds `for NAME in $(…)`: a failing command inside the
+// substitution is invisible to bash -e, and the loop just runs zero times.
+var loopOverSubst = regexp.MustCompile(`(?m)^\s*for\s+[A-Za-z_][A-Za-z0-9_]*\s+in\s+(?:"?)\$\(`)
+
+// checkEmptyGreen refuses a shell block that would verify on empty output:
+// it loops over a command substitution and expects nothing positive.
+func (p *parseState) checkEmptyGreen(b *Block) {
+	if !contains(shellLangs, b.Lang) || b.Action != "" || b.Target == TargetManual {
+		return
+	}
+	if len(b.Expect.Contains) > 0 || len(b.Expect.Match) > 0 || len(b.Expect.Similar) > 0 || len(b.Captures) > 0 {
+		return
+	}
+	for _, m := range loopOverSubst.FindAllStringIndex(b.Content, -1) {
+		if strings.Contains(b.Content[m[0]:min(len(b.Content), m[1]+40)], "$(seq ") {
+			continue // a counter, not a list that can fail
+		}
+		line := b.BodyPos.Line + strings.Count(b.Content[:m[0]], "\n")
+		p.errf(Pos{Line: line, Col: 1}, "block %q: `for … in $(…)` hides a failing command (bash -e does not see inside the list) and the block expects no output, so it would verify having done nothing; assign the list first (list=$(…)), check it is not empty, or add expect.contains", b.ID)
+		return
 	}
 }

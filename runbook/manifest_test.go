@@ -275,3 +275,25 @@ func TestCheckLiteralParamNamesAndLaterCaptures(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckEmptyGreen: a block that loops over a command substitution and
+// expects nothing positive would verify on a cluster without the objects.
+func TestCheckEmptyGreen(t *testing.T) {
+	for _, tc := range []struct {
+		attrs, body string
+		bad         bool
+	}{
+		{"", "for n in $(kubectl get nodes -o name); do echo $n; done", true},
+		{"expect.not-contains=FAIL", "for n in $(kubectl get nodes -o name); do echo $n; done", true},
+		{"expect.contains=ok", "for n in $(kubectl get nodes -o name); do echo ok $n; done", false},
+		{"", "for i in $(seq 1 5); do echo $i; done", false},
+		{"", "nodes=$(kubectl get nodes -o name)\nfor n in $nodes; do echo $n; done", false},
+	} {
+		src := "---\ntitle: t\n---\n## s\n\n```bash {#a target=local " + tc.attrs + "}\n" + tc.body + "\n```\n"
+		_, err := Parse("t.md", []byte(src))
+		got := err != nil && strings.Contains(err.Error(), "would verify having done nothing")
+		if got != tc.bad {
+			t.Errorf("%q %q: flagged %v, want %v (%v)", tc.attrs, tc.body, got, tc.bad, err)
+		}
+	}
+}
