@@ -20,10 +20,10 @@ const runExamples = `  # Run every step of a runbook against the sandbox
   cairn run content/practice.md
 
   # One step, with parameters
-  cairn run kubeadm-ha --step init --param LOAD_BALANCER_DNS=lb.example.org
+  cairn run kubeadm-ha --step init-first-cp --param LOAD_BALANCER_DNS=lb.example.org
 
   # Resume after a failure, answering yes to confirmations
-  cairn run cilium-multipool --from restart-agents --yes`
+  cairn run cilium-multipool --from restart-remaining --yes`
 
 func runRun(ctx context.Context, m *Main, args []string) error {
 	flags := newFlagSet(m, "run", "run RUNBOOK [--step ID | --from ID | --block ID] [--param K=V ...] [--yes]", runExamples)

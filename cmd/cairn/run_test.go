@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"github.com/cairn-dev/cairn/runbook"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -195,5 +197,33 @@ func TestRunSaysWhatWillHappen(t *testing.T) {
 	}
 	if strings.Contains(got, "s3cret-pw") {
 		t.Error("the secret was shown")
+	}
+}
+
+// TestHelpExamplesNameRealSteps: every `--step X` and `--from X` in a
+// command's --help examples names a step of the bundled runbook it runs.
+func TestHelpExamplesNameRealSteps(t *testing.T) {
+	set, err := runbook.LoadDir(filepath.Join("..", "..", "content"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`cairn (?:run|export) (\S+)[^\n]*?--(?:step|from) (\S+)`)
+	n := 0
+	for _, ex := range []string{runExamples, exportExamples, daemonExamples, serveExamples, buildExamples, checkExamples, journalExamples} {
+		for _, m := range re.FindAllStringSubmatch(ex, -1) {
+			slug := strings.TrimSuffix(filepath.Base(m[1]), ".md")
+			rb := set.BySlug(slug)
+			if rb == nil {
+				t.Errorf("example %q: no bundled runbook %q", m[0], slug)
+				continue
+			}
+			if rb.StepByID(m[2]) == nil {
+				t.Errorf("example %q: %s has no step %q", m[0], slug, m[2])
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no examples with --step or --from found")
 	}
 }
