@@ -209,12 +209,12 @@ func (j *Journal) Append(r Record) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO last (runbook, block, hash, seq) VALUES (?, ?, ?, ?)
-			ON CONFLICT (runbook, block, hash) DO UPDATE SET seq = excluded.seq`, r.Runbook, r.Block, r.Hash, seq); err != nil {
-			return err
-		}
+		tables := []string{"last"}
 		if r.Status == StatusVerified {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO latest (runbook, block, hash, seq) VALUES (?, ?, ?, ?)
+			tables = append(tables, "latest")
+		}
+		for _, table := range tables {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (runbook, block, hash, seq) VALUES (?, ?, ?, ?)
 				ON CONFLICT (runbook, block, hash) DO UPDATE SET seq = excluded.seq`, r.Runbook, r.Block, r.Hash, seq); err != nil {
 				return err
 			}
@@ -320,21 +320,19 @@ func (j *Journal) Records(slug string, limit int) ([]Record, error) {
 // Latest returns each block's most recent verified run of a runbook whose
 // hash still matches, keyed by block id.
 func (j *Journal) Latest(slug string, hashes map[string]string) (map[string]Record, error) {
-	recs, err := j.query(`SELECT coalesce(r.full, r.meta) FROM latest l JOIN runs r ON r.seq = l.seq WHERE l.runbook = ? ORDER BY l.seq`, slug)
-	out := map[string]Record{}
-	for _, r := range recs {
-		if hashes[r.Block] == r.Hash {
-			out[r.Block] = r
-		}
-	}
-	return out, err
+	return j.blockRuns("latest", slug, hashes)
 }
 
 // Last returns each block's most recent run of a runbook, whatever its
 // status, whose hash still matches (the page shows a failure after a
 // reload, too).
 func (j *Journal) Last(slug string, hashes map[string]string) (map[string]Record, error) {
-	recs, err := j.query(`SELECT coalesce(r.full, r.meta) FROM last l JOIN runs r ON r.seq = l.seq WHERE l.runbook = ? ORDER BY l.seq`, slug)
+	return j.blockRuns("last", slug, hashes)
+}
+
+// blockRuns reads the runs a per-block table (latest or last) points at.
+func (j *Journal) blockRuns(table, slug string, hashes map[string]string) (map[string]Record, error) {
+	recs, err := j.query(`SELECT coalesce(r.full, r.meta) FROM `+table+` l JOIN runs r ON r.seq = l.seq WHERE l.runbook = ? ORDER BY l.seq`, slug)
 	out := map[string]Record{}
 	for _, r := range recs {
 		if hashes[r.Block] == r.Hash {
