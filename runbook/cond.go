@@ -159,6 +159,26 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// PlainWord reports whether s reads as one bash word without quotes: not
+// empty, and only letters, digits and @%+=:,./_-.
+func PlainWord(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r)) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// ShellWord is s as a reader would type it: as it is when plain, else
+// single-quoted.
+func ShellWord(s string) string {
+	if PlainWord(s) {
+		return s
+	}
+	return ShellQuote(s)
+}
+
 func boolStr(b bool) string {
 	if b {
 		return "true"

@@ -103,7 +103,7 @@ func kubectlCommand(rb *runbook.Runbook, b *runbook.Block) string {
 // word is an argument as written: quoted when it is not plain, with its
 // ${NAME} references left for the page (which quotes their values).
 func word(s string) string {
-	if plainWord(s) {
+	if runbook.PlainWord(s) {
 		return s
 	}
 	// Parameter references alone: the page quotes what it fills in.
@@ -112,18 +112,9 @@ func word(s string) string {
 		for i := len(refs) - 1; i >= 0; i-- {
 			rest = rest[:refs[i].Start] + rest[refs[i].End:]
 		}
-		if plainWord(rest) {
+		if runbook.PlainWord(rest) {
 			return s
 		}
 	}
 	return runbook.ShellQuote(s)
-}
-
-func plainWord(s string) bool {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r)) {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 
@@ -361,16 +360,14 @@ func shownText(rb *runbook.Runbook, text string, values map[string]string) strin
 		switch p := rb.ParamByName(k); {
 		case p != nil && p.Secret:
 			shown[k] = executor.Mask
-		case plainValue.MatchString(v):
+		case v == "":
 			shown[k] = v
 		default:
-			shown[k] = runbook.ShellQuote(v)
+			shown[k] = runbook.ShellWord(v)
 		}
 	}
 	return runbook.Substitute(text, shown, false)
 }
-
-var plainValue = regexp.MustCompile(`^[A-Za-z0-9@%+=:,./_-]*$`)
 
 // whereShown is where a block would run: the kube context, the hosts, or
 // this machine.
