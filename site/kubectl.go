@@ -112,7 +112,7 @@ func word(s string) string {
 		for i := len(refs) - 1; i >= 0; i-- {
 			rest = rest[:refs[i].Start] + rest[refs[i].End:]
 		}
-		if runbook.PlainWord(rest) {
+		if rest == "" || runbook.PlainWord(rest) { // "$NS" alone, or "app=${APP}"
 			return s
 		}
 	}
