@@ -408,13 +408,27 @@ func validHost(v string) error {
 	return nil
 }
 
-var portRe = regexp.MustCompile(`^:[1-9][0-9]{0,4}$`)
+// CanonicalPort reports whether p is a port in its one spelling: 22, not
+// 022 or +22. Every other spelling reaches the same port under another
+// known_hosts name, so trust-on-first-use would take a changed key for a
+// new one; validation and the ssh runner both hold to it.
+func CanonicalPort(p string) bool {
+	if p == "" || len(p) > 5 || p[0] == '0' {
+		return false
+	}
+	for _, c := range p {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	n, _ := strconv.Atoi(p)
+	return n <= 65535
+}
 
-// validPort accepts the one spelling of a port (22, not 022 or +22): the
-// ssh runner's known_hosts names depend on it.
+// validPort checks the ":port" of host value v.
 func validPort(s, v string) error {
-	n, err := strconv.Atoi(strings.TrimPrefix(s, ":"))
-	if !portRe.MatchString(s) || err != nil || n < 1 || n > 65535 {
+	p, ok := strings.CutPrefix(s, ":")
+	if !ok || !CanonicalPort(p) {
 		return fmt.Errorf("bad port in %q (a number from 1 to 65535, no sign or leading zero)", v)
 	}
 	return nil

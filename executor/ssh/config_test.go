@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 func TestSplitConfigLine(t *testing.T) {
@@ -250,7 +252,7 @@ func FuzzSplitHostValue(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if p != "" && !canonicalPort(p) {
+		if p != "" && !runbook.CanonicalPort(p) {
 			t.Fatalf("%q: port %q accepted", v, p)
 		}
 		c := canonicalHost(u, h, p)

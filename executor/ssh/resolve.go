@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 // Host is a host value resolved for connecting: what the job named, and
@@ -127,28 +129,12 @@ func splitHostValue(v string) (user, host, port string, err error) {
 	if h == "" {
 		return "", "", "", fmt.Errorf("host %q: empty host name", v)
 	}
-	if port != "" && !canonicalPort(port) {
+	if port != "" && !runbook.CanonicalPort(port) {
 		return "", "", "", fmt.Errorf("host %q: port %q is not a number from 1 to 65535 written plainly (no sign, no leading zero)", v, port)
 	}
 	// Host names are compared case-insensitively by DNS and lowercased by
 	// OpenSSH before known_hosts is consulted; so here.
 	return user, strings.ToLower(h), port, nil
-}
-
-// canonicalPort accepts only the one spelling of a port: 22, not 022 or +22.
-// Every other spelling would reach the same port under another known_hosts
-// name, so trust-on-first-use would take a changed key for a new one.
-func canonicalPort(p string) bool {
-	if p == "" || len(p) > 5 || p[0] == '0' {
-		return false
-	}
-	for _, c := range p {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	n, _ := strconv.Atoi(p)
-	return n >= 1 && n <= 65535
 }
 
 // canonicalHost is the one spelling of a host value: [user@]host[:port]
@@ -196,7 +182,7 @@ func (res *resolver) resolve(v string) (*Host, error) {
 	if port == "" {
 		port = "22"
 		if p, ok := o.get("port"); ok {
-			if !canonicalPort(p) {
+			if !runbook.CanonicalPort(p) {
 				return fail("port", fmt.Errorf("Port %q is not a number from 1 to 65535 written plainly", p))
 			}
 			port = p
