@@ -193,22 +193,58 @@ func (m *Manifest) Docs() int { return len(m.docs) }
 // its value reads as one (the way YAML would read it); every other value is
 // a string. It is an error for filled keys to collide.
 func (m *Manifest) Fill(values map[string]string) ([]byte, error) {
+	text := func(s string) string {
+		return m.replace(s, func(_ int, r ManifestRef) string {
+			if v, ok := values[r.Name]; ok {
+				return v
+			}
+			return "${" + r.Name + "}"
+		})
+	}
+	return m.encode(text, func(s string) any {
+		if i := m.index(s); i >= 0 && s == m.placeholder(i) && m.refs[i].Plain {
+			if val, ok := values[m.refs[i].Name]; ok {
+				return TypedScalar(val)
+			}
+		}
+		return text(s)
+	})
+}
+
+// replace rewrites each placeholder in s with to(i, ref).
+func (m *Manifest) replace(s string, to func(int, ManifestRef) string) string {
+	if !strings.Contains(s, m.nonce) {
+		return s
+	}
+	return placeholderRe.ReplaceAllStringFunc(s, func(p string) string {
+		if i := m.index(p); i >= 0 {
+			return to(i, m.refs[i])
+		}
+		return p
+	})
+}
+
+// encode writes the documents as JSON lines, every key passed through key
+// and every string value through scalar.
+func (m *Manifest) encode(key func(string) string, scalar func(string) any) ([]byte, error) {
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
 	for n, d := range m.docs {
-		v, err := m.fill(d, values)
-		if err != nil {
-			return nil, fmt.Errorf("manifest document %d: %w", n+1, err)
+		v, err := rewrite(d, key, scalar)
+		if err == nil {
+			err = enc.Encode(v)
 		}
-		if err := enc.Encode(v); err != nil {
+		if err != nil {
 			return nil, fmt.Errorf("manifest document %d: %w", n+1, err)
 		}
 	}
 	return out.Bytes(), nil
 }
 
-func (m *Manifest) fill(v any, values map[string]string) (any, error) {
+// rewrite copies a decoded JSON value with its keys and strings rewritten;
+// keys that come out equal are an error.
+func rewrite(v any, key func(string) string, scalar func(string) any) (any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
@@ -218,11 +254,11 @@ func (m *Manifest) fill(v any, values map[string]string) (any, error) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			c, err := m.fill(x[k], values)
+			c, err := rewrite(x[k], key, scalar)
 			if err != nil {
 				return nil, err
 			}
-			fk := m.fillString(k, values)
+			fk := key(k)
 			if _, dup := out[fk]; dup {
 				return nil, fmt.Errorf("key %q appears twice once values are filled in", fk)
 			}
@@ -232,7 +268,7 @@ func (m *Manifest) fill(v any, values map[string]string) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, c := range x {
-			f, err := m.fill(c, values)
+			f, err := rewrite(c, key, scalar)
 			if err != nil {
 				return nil, err
 			}
@@ -240,30 +276,9 @@ func (m *Manifest) fill(v any, values map[string]string) (any, error) {
 		}
 		return out, nil
 	case string:
-		if i := m.index(x); i >= 0 && x == m.placeholder(i) && m.refs[i].Plain {
-			if val, ok := values[m.refs[i].Name]; ok {
-				return TypedScalar(val), nil
-			}
-		}
-		return m.fillString(x, values), nil
+		return scalar(x), nil
 	}
 	return v, nil
-}
-
-func (m *Manifest) fillString(s string, values map[string]string) string {
-	if !strings.Contains(s, m.nonce) {
-		return s
-	}
-	return placeholderRe.ReplaceAllStringFunc(s, func(p string) string {
-		i := m.index(p)
-		if i < 0 {
-			return p
-		}
-		if v, ok := values[m.refs[i].Name]; ok {
-			return v
-		}
-		return "${" + m.refs[i].Name + "}"
-	})
 }
 
 var (
@@ -292,42 +307,6 @@ func TypedScalar(v string) any {
 // whole-scalar reference is written as the bare placeholder string's JSON
 // encoding either way; callers know it by ref.Plain.
 func (m *Manifest) Template(ph func(i int, r ManifestRef) string) ([]byte, error) {
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	for n, d := range m.docs {
-		v := m.template(d, ph)
-		if err := enc.Encode(v); err != nil {
-			return nil, fmt.Errorf("manifest document %d: %w", n+1, err)
-		}
-	}
-	return out.Bytes(), nil
-}
-
-func (m *Manifest) template(v any, ph func(int, ManifestRef) string) any {
-	repl := func(s string) string {
-		return placeholderRe.ReplaceAllStringFunc(s, func(p string) string {
-			if i := m.index(p); i >= 0 {
-				return ph(i, m.refs[i])
-			}
-			return p
-		})
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, c := range x {
-			out[repl(k)] = m.template(c, ph)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, c := range x {
-			out[i] = m.template(c, ph)
-		}
-		return out
-	case string:
-		return repl(x)
-	}
-	return v
+	text := func(s string) string { return m.replace(s, ph) }
+	return m.encode(text, func(s string) any { return text(s) })
 }
