@@ -115,12 +115,7 @@ var placeholderRe = regexp.MustCompile(`cairnref[0-9a-f]{12}x([0-9]+)y`)
 
 // unplace turns placeholders in a message back into ${NAME}.
 func (m *Manifest) unplace(s string) string {
-	return placeholderRe.ReplaceAllStringFunc(s, func(p string) string {
-		if i := m.index(p); i >= 0 {
-			return "${" + m.refs[i].Name + "}"
-		}
-		return p
-	})
+	return m.replace(s, func(_ int, r ManifestRef) string { return "${" + r.Name + "}" })
 }
 
 func (m *Manifest) index(p string) int {
