@@ -247,7 +247,7 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: block %q needs %s: run that block first", ErrBadParam, b.ID, strings.Join(missing, ", "))
 	}
-	job := &Job{Runbook: rb, Block: b, Env: env, RunID: newID()}
+	job := &Job{Runbook: rb, Block: b, Env: env, RunID: NewID()}
 	if b.Target == runbook.TargetSSH {
 		for _, h := range runbook.SplitHosts(env[b.Hosts]) {
 			job.Hosts = append(job.Hosts, runbook.CanonicalHost(h)) // one spelling in runs and the journal
@@ -608,7 +608,9 @@ func (t *tailBuffer) String() string {
 	return string(t.b)
 }
 
-func newID() string {
+// NewID returns a fresh random id (16 hex digits): run ids, and the ssh
+// runner's per-host session markers.
+func NewID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

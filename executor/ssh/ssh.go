@@ -83,8 +83,6 @@ package ssh
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -317,14 +315,6 @@ exit $rc`)
 
 var runIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// newSessionID names one host's part of a run (a run's hosts may share a
-// process table, as the sandbox's do).
-func newSessionID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // reapScript kills every process whose environment holds
 // CAIRN_SESSION=session (hex: safe in the text).
 func reapScript(session string) string {
@@ -367,7 +357,7 @@ func scriptInput(job *executor.Job, host, session string) string {
 // done.
 func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, out executor.Sink) (int, error) {
 	h := c.host
-	session := newSessionID()
+	session := executor.NewID() // one host's part of a run (a run's hosts may share a process table, as the sandbox's do)
 	sess, err := c.NewSession()
 	if err != nil {
 		return -1, fmt.Errorf("%s: open a session: %w", h, err)
