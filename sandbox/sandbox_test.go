@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/sandbox"
+	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
 
 // These tests start sandboxes of their own (not testrig's shared ones), to
@@ -117,7 +117,7 @@ func TestBrokenSandboxIsCleanedUpByUp(t *testing.T) {
 		t.Fatal("not healthy after Up")
 	}
 	for _, p := range old {
-		if alive(p) {
+		if testrig.ProcessAlive(p) {
 			t.Errorf("old process %d still alive", p)
 		}
 	}
@@ -267,7 +267,7 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	}
 
 	for _, p := range procs {
-		if alive(p) {
+		if testrig.ProcessAlive(p) {
 			t.Errorf("process %d still alive after Down", p)
 		}
 	}
@@ -447,34 +447,17 @@ func procsInNamespaces(links map[string]bool) []int {
 		if err != nil {
 			continue
 		}
-		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err == nil && links[l] && alive(pid) {
+		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err == nil && links[l] && testrig.ProcessAlive(pid) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
 
-// alive reports whether pid runs and is not a zombie.
-func alive(pid int) bool {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "State:"); ok {
-			s := strings.TrimSpace(rest)
-			return !strings.HasPrefix(s, "Z") && !strings.HasPrefix(s, "X")
-		}
-	}
-	return false
-}
-
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
+	for testrig.ProcessAlive(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("pid %d did not exit", pid)
 		}

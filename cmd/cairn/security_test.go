@@ -607,7 +607,7 @@ func TestSecurityDaemonKill9LeavesNoProcesses(t *testing.T) {
 	for {
 		var living []string
 		for n, pid := range procs {
-			if processAlive(pid) {
+			if testrig.ProcessAlive(pid) {
 				living = append(living, n)
 			}
 		}
@@ -644,14 +644,4 @@ func startDaemonProcess(t *testing.T, dir string) (*realDaemon, *exec.Cmd) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func processAlive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

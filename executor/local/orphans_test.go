@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
 
 // The test binary doubles as cairn's __supervise and as an executor that
@@ -58,24 +60,13 @@ func pids(t *testing.T, dir string) map[string]int {
 	return out
 }
 
-// alive: the process exists and is not a zombie.
-func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
 // gone waits (bounded) for the processes to end and reports the living.
 func gone(ps map[string]int, within time.Duration) []string {
 	deadline := time.Now().Add(within)
 	for {
 		var living []string
 		for n, pid := range ps {
-			if alive(pid) {
+			if testrig.ProcessAlive(pid) {
 				living = append(living, n)
 			}
 		}

@@ -1,0 +1,26 @@
+package testrig
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ProcessAlive reports whether pid runs and is not a zombie (or dead): what
+// tests that check for leftover processes ask.
+func ProcessAlive(pid int) bool {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "State:"); ok {
+			s := strings.TrimSpace(rest)
+			return !strings.HasPrefix(s, "Z") && !strings.HasPrefix(s, "X")
+		}
+	}
+	return false
+}
