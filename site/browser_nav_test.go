@@ -1,7 +1,6 @@
 package site_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,20 +62,7 @@ func TestBrowserErrorOverlay(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.md")
 	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n처음\n"))
-	b, err := site.New(site.Options{Content: dir, Dev: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	urlc := make(chan string, 1)
-	updates := make(chan *site.Result, 8)
-	srv := site.NewServer(b, site.ServerOptions{Addr: "127.0.0.1:0", Ready: func(u string) { urlc <- u },
-		OnUpdate: func(r *site.Result, err error) { updates <- r }})
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(sctx) }()
-	defer func() { cancel(); <-done }()
-	base := <-urlc
-	<-updates
+	base, _ := devServer(t, dir)
 	open(t, ctx, base+"a/")
 	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n```bash {target=local when='X = 1'}\n```\n"))
 	waitFor(t, ctx, `document.getElementById("cairn-errors") && !document.getElementById("cairn-errors").hidden`)

@@ -187,32 +187,8 @@ func TestServeLiveReload(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.md")
 	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n처음\n"))
-	b, err := site.New(site.Options{Content: dir, Dev: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	urlc := make(chan string, 1)
-	updates := make(chan *site.Result, 8)
-	srv := site.NewServer(b, site.ServerOptions{Addr: "127.0.0.1:0", Ready: func(u string) { urlc <- u },
-		OnUpdate: func(r *site.Result, err error) { updates <- r }})
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	var base string
-	select {
-	case base = <-urlc:
-	case err := <-done:
-		t.Fatal(err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("server did not start")
-	}
-	<-updates // the first build
+	base, updates := devServer(t, dir)
+	ctx := t.Context()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(base + path)
 		if err != nil {
@@ -286,4 +262,37 @@ func TestServeLiveReload(t *testing.T) {
 	if hresp.StatusCode != http.StatusForbidden {
 		t.Errorf("foreign Host: %d, want 403", hresp.StatusCode)
 	}
+}
+
+// devServer serves dir with live reload (as cairn serve does) until t ends
+// and returns its URL, once the first build is done, and its rebuilds.
+func devServer(t *testing.T, dir string) (string, <-chan *site.Result) {
+	t.Helper()
+	b, err := site.New(site.Options{Content: dir, Dev: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	urlc := make(chan string, 1)
+	updates := make(chan *site.Result, 8)
+	srv := site.NewServer(b, site.ServerOptions{Addr: "127.0.0.1:0", Ready: func(u string) { urlc <- u },
+		OnUpdate: func(r *site.Result, err error) { updates <- r }})
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	var base string
+	select {
+	case base = <-urlc:
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not start")
+	}
+	<-updates // the first build
+	return base, updates
 }
