@@ -207,6 +207,11 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 	if e.Runners[key] == nil {
 		return nil, fmt.Errorf("%w %q (block %q)", ErrNoRunner, key, b.ID)
 	}
+	if a, ok := e.Runners[key].(Availability); ok {
+		if err := a.Available(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNoRunner, err)
+		}
+	}
 	where := ""
 	if b.Target == runbook.TargetKube {
 		if e.KubeWhere == nil {

@@ -21,6 +21,13 @@ type Runner interface {
 	Run(ctx context.Context, job *Job, out Sink) ([]HostResult, error)
 }
 
+// Availability is implemented by runners whose target can be off for a
+// while (the sandbox's, while it is down): Prepare refuses a block whose
+// runner says why it cannot run now, before anything starts.
+type Availability interface {
+	Available() error
+}
+
 // Job is one block to run with everything resolved.
 type Job struct {
 	Runbook *runbook.Runbook

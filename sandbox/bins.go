@@ -46,6 +46,13 @@ func BinDir() string {
 	return filepath.Join(cache, "cairn", "sandbox", BinKey, "bin")
 }
 
+// CheckBins reports whether dir holds the server binaries; the error (a
+// *MissingError) names the first one missing and the command that builds it.
+func CheckBins(dir string) error {
+	_, err := findKubeBins(dir)
+	return err
+}
+
 // kubeBins are the resolved paths of the server binaries.
 type kubeBins struct {
 	etcd, apiserver, kcm string

@@ -179,23 +179,83 @@ func (sb *Sandbox) stopProc(ctx context.Context, p procState, grace time.Duratio
 		}
 		return !procAlive(p)
 	}
-	if gone() {
+	// Children that left the group (sshd's per-connection processes call
+	// setsid; a reader's session may hold a shell) are remembered now: once
+	// the leader is gone they are orphans nobody else would stop, and Down
+	// must not return while any of them runs.
+	kids := descendants(p.PID)
+	if gone() && len(kids) == 0 {
 		return nil
 	}
 	// The process is a session (and group) leader: -pid reaches the group.
 	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
 	_ = syscall.Kill(p.PID, syscall.SIGTERM)
-	if waitFor(ctx, grace, gone) {
+	allGone := func() bool {
+		if !gone() {
+			return false
+		}
+		for _, k := range kids {
+			if procAlive(k) {
+				return false
+			}
+		}
+		return true
+	}
+	if waitFor(ctx, grace, gone) && allGone() {
 		return nil
 	}
 	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
 	_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	for _, k := range kids {
+		if procAlive(k) {
+			_ = syscall.Kill(k.PID, syscall.SIGKILL)
+		}
+	}
 	// SIGKILL cannot be ignored; give the kernel a bounded moment even if ctx
 	// is done, so that data is never deleted under a live process.
-	if waitFor(context.WithoutCancel(ctx), 5*time.Second, gone) {
+	if waitFor(context.WithoutCancel(ctx), 5*time.Second, allGone) {
 		return nil
 	}
-	return fmt.Errorf("stop %s (pid %d): still running after SIGKILL", p.Name, p.PID)
+	return fmt.Errorf("stop %s (pid %d): it or a process it started still runs after SIGKILL", p.Name, p.PID)
+}
+
+// descendants lists every live process below pid (children, their children,
+// ...) with start times, so that a recycled pid is never signalled.
+func descendants(pid int) []procState {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			children[pp] = append(children[pp], n)
+		}
+	}
+	var out []procState
+	queue := append([]int(nil), children[pid]...)
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if st, err := procStartTime(n); err == nil {
+			out = append(out, procState{PID: n, StartTime: st})
+		}
+		queue = append(queue, children[n]...)
+	}
+	return out
 }
 
 // waitFor polls cond every 20ms until it holds, d passes or ctx is done.

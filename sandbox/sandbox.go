@@ -79,8 +79,16 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// DefaultStateDir is ${XDG_STATE_HOME:-$HOME/.local/state}/cairn/sandbox.
+// EnvStateDir names the sandbox a shell uses: `cairn sandbox env` exports it,
+// and every command that looks for "the" sandbox honours it.
+const EnvStateDir = "CAIRN_SANDBOX_DIR"
+
+// DefaultStateDir is $CAIRN_SANDBOX_DIR when set, else
+// ${XDG_STATE_HOME:-$HOME/.local/state}/cairn/sandbox.
 func DefaultStateDir() string {
+	if d := os.Getenv(EnvStateDir); d != "" {
+		return d
+	}
 	st := os.Getenv("XDG_STATE_HOME")
 	if st == "" {
 		home, err := os.UserHomeDir()
@@ -389,7 +397,7 @@ func Down(ctx context.Context, dir string) error {
 // exported scripts read (so `eval "$(cairn sandbox env)"` points them at
 // the sandbox too).
 func (sb *Sandbox) Env() []string {
-	env := []string{"CAIRN_SANDBOX_DIR=" + sb.dir}
+	env := []string{EnvStateDir + "=" + sb.dir}
 	if k := sb.Kube(); k != nil {
 		env = append(env, "KUBECONFIG="+k.Kubeconfig, "CAIRN_KUBECONFIG="+k.Kubeconfig)
 	}

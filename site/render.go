@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -245,6 +246,9 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 		fmt.Fprintf(w, ` data-step="%s"`, html.EscapeString(b.Step.ID))
 	}
 	writeWhen(w, b.When)
+	if b.Target == runbook.TargetKube && b.Namespace != "" {
+		fmt.Fprintf(w, ` data-namespace="%s"`, html.EscapeString(b.Namespace))
+	}
 	if c := kubectlCommand(r.rb, b); c != "" {
 		fmt.Fprintf(w, ` data-copy="%s"`, html.EscapeString(c))
 	}
@@ -258,11 +262,18 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 	w.WriteString(">\n<div class=\"cb-head\">")
 	fmt.Fprintf(w, `<span class="badge badge-%s" title="%s">%s</span>`, html.EscapeString(string(b.Target)),
 		html.EscapeString(r.t["target_"+string(b.Target)]), html.EscapeString(Badge(r.rb, b)))
+	if b.Target == runbook.TargetSSH && b.Hosts != "" {
+		// Where it runs, with the form's value once there is one.
+		fmt.Fprintf(w, `<span class="cb-hosts" title="%s">→ %s</span>`, html.EscapeString(r.t["runs_on"]), r.withRefs("$"+b.Hosts))
+	}
+	if b.Sudo {
+		w.WriteString(`<span class="flag flag-sudo">sudo</span>`)
+	}
 	if title := b.Title; title != "" || b.Target == runbook.TargetKube && b.Action != "" {
 		if title == "" {
 			title = kubeSummary(b)
 		}
-		fmt.Fprintf(w, `<span class="cb-title">%s</span>`, html.EscapeString(title))
+		fmt.Fprintf(w, `<span class="cb-title">%s</span>`, r.withRefs(title))
 	}
 	if b.Confirm {
 		fmt.Fprintf(w, `<span class="flag flag-confirm" title="%s">%s</span>`, html.EscapeString(r.t["confirm_needed"]), html.EscapeString(r.t["flag_confirm"]))
@@ -312,6 +323,42 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 		w.WriteString(`<div class="cb-result" hidden></div>` + "\n")
 	}
 	w.WriteString("</div>\n")
+}
+
+// refInText finds $NAME and ${NAME} in header text.
+var refInText = regexp.MustCompile(`\$(?:\{([A-Z][A-Z0-9_]*)\}|([A-Z][A-Z0-9_]*))`)
+
+// withRefs escapes text and wraps references to the runbook's parameters
+// and captures in the spans the page fills with the form's values, as in
+// code: a header says "-n kube-system", not "-n $NAMESPACE".
+func (r *nodeRenderer) withRefs(text string) string {
+	known := map[string]bool{}
+	for _, p := range r.rb.Params {
+		known[p.Name] = true
+	}
+	for _, b := range r.rb.Blocks {
+		for _, c := range b.Captures {
+			known[c.Name] = true
+		}
+	}
+	var out strings.Builder
+	last := 0
+	for _, m := range refInText.FindAllStringSubmatchIndex(text, -1) {
+		name := ""
+		if m[2] >= 0 {
+			name = text[m[2]:m[3]]
+		} else {
+			name = text[m[4]:m[5]]
+		}
+		if !known[name] {
+			continue
+		}
+		out.WriteString(html.EscapeString(text[last:m[0]]))
+		fmt.Fprintf(&out, `<span class="prm" data-p="%s">%s</span>`, name, html.EscapeString(text[m[0]:m[1]]))
+		last = m[1]
+	}
+	out.WriteString(html.EscapeString(text[last:]))
+	return out.String()
 }
 
 // result writes a baked last-run result with its provenance.

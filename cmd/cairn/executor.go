@@ -15,7 +15,6 @@ import (
 	"github.com/cairn-dev/cairn/executor/kube"
 	"github.com/cairn-dev/cairn/executor/local"
 	"github.com/cairn-dev/cairn/runbook"
-	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/site"
 )
 
@@ -45,14 +44,14 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	fs.Var(&f.identity, "identity", "private key file for ssh blocks (repeatable; ssh-agent is used too)")
 	fs.BoolVar(&f.tofu, "trust-on-first-use", false, "accept and remember unknown SSH host keys (changed keys are always refused)")
-	fs.StringVar(&f.useSandbox, "sandbox", "auto", "use the local sandbox's kubeconfig and SSH hosts: auto (when it runs and no other flags say otherwise), yes, no")
+	fs.StringVar(&f.useSandbox, "sandbox", "auto", "use the local sandbox's cluster and SSH hosts: auto (when it runs and no other flags say otherwise; followed as it comes and goes), yes (fail without one), no, start (serve: start one in the background when none runs)")
 	fs.StringVar(&f.journal, "journal", "", "run journal, an SQLite database several Cairn processes share (default CONTENT/.cairn/journal.db)")
 }
 
 // exec is a wired engine and what it needs closed.
 type execSetup struct {
 	engine  *executor.Engine
-	kube    *kube.Runner
+	targets *targets
 	kubeErr error
 	notes   []string
 	closers []func()
@@ -63,6 +62,23 @@ func (x *execSetup) Close() {
 		x.closers[i]()
 	}
 }
+
+// follow keeps the targets in step with the sandbox until Close; say gets
+// one line per change.
+func (x *execSetup) follow(ctx context.Context, say func(string)) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.targets.follow(ctx, followInterval, say)
+	}()
+	// Closers run in reverse: this one stops the poller before the targets
+	// it swaps are closed.
+	x.closers = append(x.closers, func() { cancel(); <-done })
+}
+
+// followInterval is how often a server looks at the sandbox.
+const followInterval = 2 * time.Second
 
 // setupExecutor builds the engine with every runner it can.
 func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetup, error) {
@@ -77,58 +93,20 @@ func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetu
 	}
 	x.closers = append(x.closers, func() { j.Close() })
 
-	// The sandbox, when it runs and nothing else was asked for.
-	var inv *sandbox.Inventory
-	if f.useSandbox == "yes" || f.useSandbox == "auto" && f.kubeconfig == "" && f.sshConfig == "" && os.Getenv("KUBECONFIG") == "" {
-		st, err := sandbox.StatusOf(ctx, sandbox.DefaultStateDir())
-		if err == nil && st.Healthy() && st.Inventory != nil {
-			inv = st.Inventory
-			x.notes = append(x.notes, "using the running sandbox ("+sandbox.DefaultStateDir()+")")
-		}
-		if inv == nil && f.useSandbox == "yes" {
-			return nil, fmt.Errorf("--sandbox=yes: no running sandbox; start one with: cairn sandbox up")
-		}
+	t, err := newTargets(ctx, f)
+	if err != nil {
+		j.Close()
+		return nil, err
 	}
-	kubeconfig, kctx := f.kubeconfig, f.context
-	if inv != nil && kubeconfig == "" && inv.Kubeconfig != "" {
-		kubeconfig = inv.Kubeconfig
-		if kctx == "" {
-			kctx = inv.KubeContext
-		}
-	}
-
+	x.targets = t
+	x.closers = append(x.closers, t.Close)
+	x.notes = append(x.notes, t.cur.notes...)
+	x.kubeErr = t.cur.kubeErr
 	runners := map[string]executor.Runner{executor.RunnerLocal: &local.Runner{Supervisor: supervisor()}}
-	e := &executor.Engine{Runners: runners, Journal: j, Objects: kube.Checker{}}
-	if kr, err := kube.New(kube.Config{Kubeconfig: kubeconfig, Context: kctx}); err == nil {
-		x.kube = kr
-		runners[executor.RunnerKube] = kr
-		e.KubeWhere = kr.Where
-		dir, err := os.MkdirTemp("", "cairn-kube-")
-		if err != nil {
-			return nil, err
-		}
-		x.closers = append(x.closers, func() { os.RemoveAll(dir) })
-		path, cleanup, err := kr.PinnedKubeconfig(dir)
-		if err == nil {
-			x.closers = append(x.closers, func() { cleanup() })
-			runners[executor.RunnerKubeShell] = &local.Runner{ExtraEnv: []string{"KUBECONFIG=" + path}, Supervisor: supervisor()}
-		}
-		x.notes = append(x.notes, "kube blocks use "+kr.Target().String())
-	} else {
-		x.kubeErr = err
-		x.notes = append(x.notes, "kube blocks are off: "+err.Error()+" (start the sandbox with `make sandbox`, or pass --kubeconfig and --context)")
-		e.KubeWhere = func(*runbook.Runbook) (string, error) {
-			return "", fmt.Errorf("%w: %v (pass --kubeconfig/--context, or start the sandbox)", executor.ErrContextRefused, err)
-		}
+	for _, key := range []string{executor.RunnerKube, executor.RunnerKubeShell, executor.RunnerSSH} {
+		runners[key] = slot{t: t, key: key}
 	}
-	if sr, note, err := newSSHRunner(f, inv); err == nil {
-		runners[executor.RunnerSSH] = sr
-		if note != "" {
-			x.notes = append(x.notes, note)
-		}
-	} else {
-		x.notes = append(x.notes, "ssh blocks are off: "+err.Error())
-	}
+	e := &executor.Engine{Runners: runners, Journal: j, Objects: kube.Checker{}, KubeWhere: t.kubeWhere}
 	x.engine = e
 	return x, nil
 }

@@ -43,6 +43,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if len(positional) != 1 {
 		return &usageError{cmd: "run", msg: "give exactly one RUNBOOK (a file or a slug)"}
 	}
+	if ef.useSandbox == "start" {
+		return &usageError{cmd: "run", msg: "--sandbox=start is for cairn serve; start one with `cairn sandbox up`, then use --sandbox=yes"}
+	}
 	if n := countSet(*step, *from, *block); n > 1 {
 		return &usageError{cmd: "run", msg: "use only one of --step, --from and --block"}
 	}

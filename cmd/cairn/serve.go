@@ -14,6 +14,9 @@ import (
 const serveExamples = `  # Serve content/ on http://127.0.0.1:1313 with live reload and the executor
   cairn serve
 
+  # Start the sandbox in the background if none runs (what make run does)
+  cairn serve --sandbox=start --sandbox-build scripts/sandbox-bins.sh
+
   # Against the local sandbox, writing verified output back into the Markdown
   cairn sandbox up && cairn serve --write-back
 
@@ -28,6 +31,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	ef.register(flags)
 	port := flags.Int("port", 1313, "port on 127.0.0.1 (the next free one is used if it is taken)")
 	noExec := flags.Bool("no-executor", false, "serve the site only; Run buttons stay off")
+	sbBuild := flags.String("sandbox-build", "", "with --sandbox=start: command that builds missing sandbox binaries first (make run passes scripts/sandbox-bins.sh)")
 	if err := parseFlags(flags, args); err != nil {
 		return done(err)
 	}
@@ -57,6 +61,12 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 			fmt.Fprintf(m.Stderr, "executor: %s\n", n)
 		}
 		d = &daemon.Server{Engine: x.engine, Content: st, Token: daemon.NewToken(), Version: Version, Where: x.engine.KubeWhere}
+		d.Targets = x.targets.View
+		say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
+		x.follow(ctx, say)
+		if ef.useSandbox == "start" {
+			x.startSandbox(ctx, *sbBuild, say)
+		}
 		defer d.Close()
 		opts.Results = journalResults(x.engine.Journal)
 		d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {

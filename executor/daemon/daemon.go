@@ -63,6 +63,10 @@ type Server struct {
 	// Where, if set, describes the kube context a runbook's kube blocks
 	// will touch (shown on the page before anything runs).
 	Where func(rb *runbook.Runbook) (string, error)
+	// Targets, if set, reports what blocks would run against now (cluster,
+	// SSH hosts, the sandbox's state); GET /api/health includes it so that
+	// the page follows a sandbox coming and going.
+	Targets func() any
 	// OnRecord, if set, is called with each finished run before it is
 	// reported (write-back): what it sets in rec (WriteBack) reaches the
 	// page and the API with the run.
@@ -201,7 +205,11 @@ func (s *Server) originAllowed(origin string) bool {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": s.Version})
+	out := map[string]any{"ok": true, "version": s.Version}
+	if s.Targets != nil {
+		out["targets"] = s.Targets()
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 var slugRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,127}$`)
@@ -281,7 +289,16 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": latest, "last": last, "captures": s.Engine.Captures(rb)})
+	// Runs of this runbook still going, so that a reloaded page follows them.
+	live := []map[string]any{}
+	s.mu.Lock()
+	for _, id := range s.order {
+		if lr := s.runs[id]; lr != nil && lr.runbook == rb.Slug && !lr.finished() {
+			live = append(live, map[string]any{"id": lr.id, "block": lr.block, "started": lr.started})
+		}
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"results": latest, "last": last, "captures": s.Engine.Captures(rb), "live": live})
 }
 
 func (s *Server) target(w http.ResponseWriter, r *http.Request) {
@@ -377,6 +394,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 			code = "condition_false"
 		case errors.Is(err, executor.ErrContextRefused):
 			status, code = http.StatusForbidden, "context_refused"
+		case errors.Is(err, executor.ErrNoRunner):
+			status, code = http.StatusServiceUnavailable, "target_off"
 		}
 		fail(w, status, code, "%v", err)
 		return

@@ -764,8 +764,11 @@
       var c = block && block.getAttribute("data-confirm");
       if (c && c !== "false") {
         var msg = c === "true" ? t("confirm_needed", "Confirm to run") : c;
-        if (!window.confirm(msg)) return;
+        confirmRun(block, msg).then(function (yes) { if (yes) go(); });
+        return;
       }
+      go();
+      function go() {
       try {
         Cairn.onRun({
           id: block.getAttribute("data-block"),
@@ -777,8 +780,71 @@
           values: function () { return Cairn.values({ secrets: true }); }
         });
       } catch (err) { console.error(err); }
+      }
     });
   }
+
+  // confirmRun asks before a block that changes its target runs, and says
+  // what will happen: the command as it will run (form values filled in)
+  // and what it runs against (cluster and namespace, or hosts and sudo).
+  function confirmRun(block, msg) {
+    return new Promise(function (resolve) {
+      var dlg = el("dialog", "confirm-run");
+      dlg.setAttribute("aria-labelledby", "confirm-run-title");
+      var h = el("h2", null, msg);
+      h.id = "confirm-run-title";
+      dlg.appendChild(h);
+      var where = typeof Cairn.whereFor === "function" ? Cairn.whereFor(block) : [];
+      if (where.length) {
+        var dl = el("dl", "confirm-where");
+        where.forEach(function (kv) { dl.appendChild(el("dt", null, kv[0])); dl.appendChild(el("dd", null, kv[1])); });
+        dlg.appendChild(dl);
+      }
+      var tmpl = block.getAttribute("data-copy");
+      var pre = el("pre", "confirm-command");
+      pre.appendChild(el("code", null, tmpl ? fillCommand(tmpl) : commandText(block)));
+      dlg.appendChild(el("p", "confirm-label", t("confirm_command", "Command")));
+      dlg.appendChild(pre);
+      var row = el("div", "confirm-actions");
+      var no = el("button", "confirm-no", t("cancel", "Cancel"));
+      var yes = el("button", "confirm-yes", t("confirm_run", "Run it"));
+      no.type = yes.type = "button";
+      row.appendChild(no);
+      row.appendChild(yes);
+      dlg.appendChild(row);
+      doc.body.appendChild(dlg);
+      var answered = false;
+      function answer(v) {
+        if (answered) return;
+        answered = true;
+        if (dlg.open) dlg.close();
+        dlg.remove();
+        resolve(v);
+      }
+      no.addEventListener("click", function () { answer(false); });
+      yes.addEventListener("click", function () { answer(true); });
+      dlg.addEventListener("close", function () { answer(false); }); // Esc
+      if (dlg.showModal) dlg.showModal(); else dlg.setAttribute("open", "");
+      no.focus(); // the safe answer is the default one
+    });
+  }
+
+  // Cairn.disableRun(why): the executor went away; Run says why until it is back.
+  Cairn.disableRun = function (why) {
+    $$(".cb-run").forEach(function (btn) {
+      btn.setAttribute("aria-disabled", "true");
+      btn.title = why;
+      btn.setAttribute("data-tip", why);
+    });
+  };
+  // Cairn.fillText(s): s with the form's values (unquoted) for display.
+  Cairn.fillText = function (s) {
+    var vals = Object.assign({}, CAPS, Cairn.values());
+    return String(s).replace(/\$\{([A-Z][A-Z0-9_]*)\}|\$([A-Z][A-Z0-9_]*)/g, function (m, a, b) {
+      var name = a || b, v = vals[name];
+      return v == null || v === "" || (byName[name] && byName[name].secret) ? m : String(v);
+    });
+  };
   // Cairn.enableRun(fn): the executor calls this once it can run blocks.
   Cairn.enableRun = function (fn) {
     if (typeof fn === "function") Cairn.onRun = fn;

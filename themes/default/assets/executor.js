@@ -88,6 +88,39 @@
     return parts;
   }
 
+  // reasonText puts the executor's failure reasons (English, as the journal
+  // and the CLI keep them) into the page's language. Forms it does not know
+  // stay as they are.
+  var REASONS = {
+    ko: [
+      [/^nothing ran$/, "아무것도 실행되지 않았어요"],
+      [/^expected exit status (-?\d+), got (-?\d+)$/, "종료 코드가 $1이어야 하는데 $2였어요"],
+      [/^output does not contain (.*)$/, "출력에 $1이(가) 없어요"],
+      [/^output contains (.*)$/, "출력에 $1이(가) 있으면 안 되는데 있어요"],
+      [/^output does not match (.*)$/, "출력이 $1과(와) 맞지 않아요"],
+      [/^output is not similar to the expected output \(line (\d+) of it\): (.*)$/, "출력이 예상 출력과 달라요(예상 출력 $1번째 줄): $2"],
+      [/^expected (\d+) objects, found (\d+)$/, "객체가 $1개여야 하는데 $2개예요"],
+      [/^not retried: (.*)$/, "재시도하지 않음(고쳐지지 않는 오류): $1"],
+      [/^not journaled: (.*)$/, "실행 기록에 남기지 못했어요: $1"],
+      [/^timed out after (.*)$/, "$1 안에 끝나지 않았어요"],
+      [/^cancelled$/, "취소했어요"],
+      [/^(.*)connection refused(.*)$/, "$1연결이 거부됐어요$2"],
+      [/^capture (\S+): (.*)$/, "캡처 $1: $2"]
+    ]
+  };
+  function reasonText(r) {
+    var table = REASONS[html.lang];
+    if (!table) return r;
+    // "cp0: ..." names the host; the rest is translated.
+    var m = /^([A-Za-z0-9_.-]+(?:@[A-Za-z0-9_.-]+)?(?::\d+)?): (.*)$/.exec(r);
+    var host = "", rest = r;
+    if (m && !/^(output|expected|not|capture|nothing|timed)$/.test(m[1])) { host = m[1] + ": "; rest = m[2]; }
+    for (var i = 0; i < table.length; i++) {
+      if (table[i][0].test(rest)) return host + rest.replace(table[i][0], table[i][1]);
+    }
+    return r;
+  }
+
   function resultBox(block) {
     var box = $(".cb-result", block);
     if (!box) { box = el("div", "cb-result"); block.appendChild(box); }
@@ -106,7 +139,11 @@
     box.appendChild(head);
     if (rec.reasons && rec.reasons.length) {
       var ul = el("ul", "cb-reasons");
-      rec.reasons.forEach(function (r) { ul.appendChild(el("li", null, r)); });
+      rec.reasons.forEach(function (r) {
+        var li = el("li", null, reasonText(r));
+        if (li.textContent !== r) li.title = r; // the executor's own words, for searching and reports
+        ul.appendChild(li);
+      });
       box.appendChild(ul);
     }
     if (rec.write_back && rec.write_back !== "written") {
@@ -120,9 +157,10 @@
     block.classList.toggle("cb-failed", rec.status !== "verified");
   }
 
-  function loadResults() {
+  function loadResults(again) {
     return api("/runbooks/" + encodeURIComponent(slug) + "/results").then(json).then(function (r) {
       if (window.Cairn && window.Cairn.setCaptures) window.Cairn.setCaptures(r.captures);
+      if (!again) reattach(r.live);
       Object.keys(r.results || {}).forEach(function (id) {
         var block = doc.getElementById("block-" + id);
         if (block && !block.classList.contains("cb-running")) showRecord(block, r.results[id]);
@@ -138,14 +176,17 @@
     });
   }
 
+  var kubeWhere = null;
   function loadTarget() {
     return api("/runbooks/" + encodeURIComponent(slug) + "/target").then(json).then(function (t) {
-      if (!t.kube && !t.kube_error) return;
+      kubeWhere = t;
       $$('.cb-exec[data-target="kube"] .cb-head').forEach(function (head) {
-        if ($(".cb-where", head)) return;
+        var old = $(".cb-where", head);
+        if (old) old.remove();
+        if (!t.kube && !t.kube_error) return;
         var w = el("span", "cb-where" + (t.kube_error ? " cb-where-error" : ""), t.kube_error ? t.kube_error : "→ " + t.kube.replace(/ \(.*$/, ""));
         w.title = t.kube_error || t.kube;
-        head.appendChild(w);
+        head.insertBefore(w, $(".cb-actions", head));
       });
     });
   }
@@ -166,9 +207,20 @@
       if (v === true || v === false) v = String(v);
       if (v != null && v !== "") params[k] = String(v);
     });
+    var ui = runningUI(block);
+    api("/runs", { method: "POST", body: JSON.stringify({ runbook: slug, block: req.id, hash: req.hash, params: params, confirm: !!block.getAttribute("data-confirm") }) })
+      .then(json)
+      .then(function (started) { return follow(started.id, block, ui); })
+      .catch(function (err) { ui.error(err); });
+  }
+
+  // runningUI turns the block's result box into a live one: status, Cancel,
+  // streamed output.
+  function runningUI(block) {
     var box = resultBox(block);
     box.innerHTML = "";
     box.className = "cb-result cb-result-running";
+    box.setAttribute("data-status", "running");
     var head = el("div", "cb-result-head");
     var status = el("span", "status status-running", T("status_running", "running"));
     head.appendChild(status);
@@ -188,27 +240,39 @@
       block.classList.remove("cb-running");
       if (btn) btn.disabled = false;
     }
-    api("/runs", { method: "POST", body: JSON.stringify({ runbook: slug, block: req.id, hash: req.hash, params: params, confirm: !!block.getAttribute("data-confirm") }) })
-      .then(json)
-      .then(function (started) {
-        cancel.onclick = function () { api("/runs/" + started.id + "/cancel", { method: "POST" }); };
-        return stream(started.id, code, block);
-      })
-      .then(function (rec) {
-        finish();
-        if (rec) showRecord(block, rec);
-        if (rec && window.Cairn && window.Cairn.setCaptures) window.Cairn.setCaptures(rec.captures);
-        if (rec && rec.status === "verified") autoTick(block);
-      })
-      .catch(function (err) {
+    return {
+      code: code, cancel: cancel, finish: finish,
+      error: function (err) {
         finish();
         status.className = "status status-error";
         status.textContent = T("status_error", "error");
         cancel.remove();
-        var msg = err.message || String(err);
+        var msg = reasonText(err.message || String(err));
         if (err.code === "hash_mismatch") msg += " — " + T("reload_page", "reload the page");
+        box.setAttribute("data-status", "error");
         box.appendChild(el("p", "cb-error", msg));
-      });
+      }
+    };
+  }
+
+  // follow streams run id into ui until it ends, then shows its record.
+  function follow(id, block, ui) {
+    ui.cancel.onclick = function () { api("/runs/" + id + "/cancel", { method: "POST" }); };
+    return stream(id, ui.code, block).then(function (rec) {
+      ui.finish();
+      if (rec) showRecord(block, rec);
+      if (rec && window.Cairn && window.Cairn.setCaptures) window.Cairn.setCaptures(rec.captures);
+      if (rec && rec.status === "verified") autoTick(block);
+    }).catch(function (err) { ui.error(err); });
+  }
+
+  // reattach follows runs of this page that were going when it (re)loaded.
+  function reattach(live) {
+    (live || []).forEach(function (r) {
+      var block = doc.getElementById("block-" + r.block);
+      if (!block || block.classList.contains("cb-running")) return;
+      follow(r.id, block, runningUI(block));
+    });
   }
 
   // autoTick ticks the block's step once every executable block of it that
@@ -316,18 +380,92 @@
       }
       conf.url = "";
     }
-    api("/health").then(json).then(function () {
-      pill("on", T("exec_connected", "Executor connected"));
-      if (!slug) return;
-      if (window.Cairn && window.Cairn.enableRun) window.Cairn.enableRun(run);
-      loadTarget().catch(function () {});
-      return loadResults();
+    health(true);
+  }
+
+  // health asks the executor how it is and what blocks would run against
+  // (cluster, SSH hosts, the sandbox coming up or going away), and keeps
+  // asking while the tab is open: the pill and the block headers follow.
+  var timer = null, up = false, targetsKey = null, current = null;
+  function health(first) {
+    clearTimeout(timer);
+    return api("/health").then(json).then(function (h) {
+      var was = up;
+      up = true;
+      current = h.targets || null;
+      showTargets(current);
+      if (slug && (!was || first)) {
+        if (window.Cairn && window.Cairn.enableRun) window.Cairn.enableRun(run);
+        loadResults(!first).catch(function () {});
+      }
+      var key = JSON.stringify(current);
+      if (slug && key !== targetsKey) {
+        targetsKey = key;
+        loadTarget().catch(function () {});
+      }
     }).catch(function (err) {
-      var msg = T("exec_offline", "Executor not reachable") + ": " + (err.message || err);
-      pill("off", msg);
-      runTips(T("run_unreachable", "The executor is not reachable") + " (" + (conf.url || location.host) + "): " + (err.message || err));
+      up = false;
+      var why = err.message || String(err);
+      pill("off", T("exec_offline", "Executor not reachable") + ": " + why);
+      if (window.Cairn && window.Cairn.disableRun) {
+        window.Cairn.disableRun(T("run_unreachable", "The executor is not reachable") + " (" + (conf.url || location.host) + "): " + why);
+      } else {
+        runTips(T("run_unreachable", "The executor is not reachable") + " (" + (conf.url || location.host) + "): " + why);
+      }
+    }).then(function () {
+      // Bounded: one request every few seconds, and none while the tab is hidden.
+      var busy = current && current.sandbox && /^(building|starting)$/.test(current.sandbox.state);
+      timer = setTimeout(function again() {
+        if (doc.hidden) { timer = setTimeout(again, 2000); return; }
+        health(false);
+      }, busy ? 2000 : 5000);
     });
   }
+
+  function shortKube(s) { return String(s || "").replace(/ \(.*$/, ""); }
+  function showTargets(t) {
+    var parts = [T("exec_connected", "Executor connected")];
+    var state = "on";
+    if (t) {
+      var sb = t.sandbox || {};
+      if (sb.state === "building" || sb.state === "starting") {
+        state = "busy";
+        parts.push(T("sandbox_" + sb.state, sb.state === "building" ? "building the sandbox" : "starting the sandbox") + (sb.message ? ": " + sb.message : ""));
+      } else if (sb.state === "unavailable" || sb.state === "unhealthy") {
+        state = "warn";
+        parts.push(T("sandbox_" + sb.state, "sandbox " + sb.state) + (sb.message ? ": " + sb.message : ""));
+      }
+      if (t.kube) parts.push(T("where_cluster", "cluster") + " " + shortKube(t.kube));
+      else if (state === "on") {
+        state = "warn";
+        parts.push(T("kube_off", "kube blocks are off") + (sb.state === "absent" ? ": " + T("sandbox_absent", "no cluster and no sandbox (cairn sandbox up)") : ""));
+      }
+      if (t.hosts && t.hosts.length) parts.push("SSH " + t.hosts.join(" "));
+    }
+    pill(state, parts.join(" · "));
+    var p = $("#cairn-exec-status");
+    if (p) p.title = t ? [t.kube || t.kube_error || "", t.ssh || ""].filter(Boolean).join("\n") : "";
+  }
+
+  // whereFor says what a block would run against, for the confirmation.
+  function whereFor(block) {
+    var target = block.getAttribute("data-target"), lines = [];
+    if (target === "kube" || block.hasAttribute("data-kube")) {
+      var k = (current && current.kube) || (kubeWhere && kubeWhere.kube) || "";
+      lines.push([T("where_cluster", "cluster"), k || (current && current.kube_error) || "?"]);
+      var ns = block.getAttribute("data-namespace");
+      if (ns && window.Cairn && window.Cairn.fillText) lines.push([T("where_namespace", "namespace"), window.Cairn.fillText(ns)]);
+    } else if (target === "ssh") {
+      var h = $(".cb-hosts", block);
+      lines.push([T("where_hosts", "hosts"), h ? h.textContent.replace(/^→\s*/, "") : "?"]);
+      if ($(".flag-sudo", block)) lines.push(["sudo", T("where_sudo", "as root")]);
+    } else {
+      lines.push([T("where_local", "this machine"), location.hostname]);
+    }
+    return lines;
+  }
+  if (window.Cairn) window.Cairn.whereFor = whereFor;
+  else doc.addEventListener("cairn:ready", function () { window.Cairn.whereFor = whereFor; }, { once: true });
 
   if (window.Cairn && window.Cairn.ready) start();
   else doc.addEventListener("cairn:ready", start, { once: true });

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/kube"
+	"github.com/cairn-dev/cairn/executor/local"
+	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/sandbox"
+)
+
+// targets are the kube and ssh runners the engine uses now. When they come
+// from the sandbox (no --kubeconfig or --ssh-config says otherwise), follow
+// rebuilds them as the sandbox comes and goes, so a server started before
+// `cairn sandbox up` picks it up and one whose sandbox went away refuses
+// kube and ssh blocks with the reason instead of "connection refused".
+type targets struct {
+	f   *execFlags
+	dir string // the sandbox's state directory
+
+	mu      sync.RWMutex
+	cur     *targetSet
+	sandbox SandboxView
+	misses  int // consecutive unhealthy polls of a sandbox in use
+}
+
+// targetSet is one wiring of the kube and ssh runners.
+type targetSet struct {
+	inv       *sandbox.Inventory // the sandbox it was built from, or nil
+	kube      *kube.Runner
+	kubeErr   error
+	kubeShell executor.Runner
+	ssh       executor.Runner
+	sshNote   string
+	notes     []string
+	cleanup   func()
+}
+
+// SandboxView is what the page and the terminal are told about the sandbox.
+type SandboxView struct {
+	// State: "off" (not used: --sandbox=no or explicit flags), "absent",
+	// "building", "starting", "running", "unhealthy" or "unavailable".
+	State   string `json:"state"`
+	Dir     string `json:"dir,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// TargetsView is the executor's targets as GET /api/health reports them.
+type TargetsView struct {
+	Kube      string      `json:"kube,omitempty"`
+	KubeError string      `json:"kube_error,omitempty"`
+	SSH       string      `json:"ssh,omitempty"`
+	Hosts     []string    `json:"hosts,omitempty"`
+	Sandbox   SandboxView `json:"sandbox"`
+}
+
+// usesSandbox: the sandbox supplies targets unless flags name others.
+func (f *execFlags) usesSandbox() bool {
+	switch f.useSandbox {
+	case "no":
+		return false
+	case "yes", "start":
+		return true
+	}
+	return f.kubeconfig == "" && f.sshConfig == "" && os.Getenv("KUBECONFIG") == ""
+}
+
+func newTargets(ctx context.Context, f *execFlags) (*targets, error) {
+	switch f.useSandbox {
+	case "auto", "yes", "no", "start":
+	default:
+		return nil, fmt.Errorf("--sandbox=%q: want auto, yes, no or start", f.useSandbox)
+	}
+	t := &targets{f: f, dir: sandbox.DefaultStateDir()}
+	var inv *sandbox.Inventory
+	var k *sandbox.KubeInfo
+	t.sandbox = SandboxView{State: "off"}
+	if f.usesSandbox() {
+		st, err := sandbox.StatusOf(ctx, t.dir)
+		t.sandbox = viewOf(t.dir, st, err)
+		if err == nil && st.Healthy() {
+			inv, k = st.Inventory, st.Kube
+			if inv == nil {
+				inv = &sandbox.Inventory{} // cluster only (--no-ssh)
+			}
+		}
+		if inv == nil && f.useSandbox == "yes" {
+			return nil, fmt.Errorf("--sandbox=yes: no running sandbox in %s (%s); start one with: cairn sandbox up", t.dir, t.sandbox.Message)
+		}
+	}
+	set, err := t.build(inv, k)
+	if err != nil {
+		return nil, err
+	}
+	t.cur = set
+	return t, nil
+}
+
+func viewOf(dir string, st sandbox.Status, err error) SandboxView {
+	switch {
+	case errors.Is(err, sandbox.ErrNotRunning):
+		return SandboxView{State: "absent", Dir: dir, Message: "no sandbox runs; start one with `cairn sandbox up` (or `make run`)"}
+	case err != nil:
+		return SandboxView{State: "unhealthy", Dir: dir, Message: err.Error()}
+	case !st.Healthy():
+		return SandboxView{State: "unhealthy", Dir: dir, Message: st.Summary() + "; see `cairn sandbox status`"}
+	}
+	return SandboxView{State: "running", Dir: dir}
+}
+
+// build wires runners for inv and k (the sandbox's, or nil for the flags'
+// and the user's defaults).
+func (t *targets) build(inv *sandbox.Inventory, k *sandbox.KubeInfo) (*targetSet, error) {
+	f := t.f
+	set := &targetSet{inv: inv}
+	var cleanups []func()
+	set.cleanup = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	if inv != nil {
+		set.notes = append(set.notes, "using the running sandbox ("+t.dir+")")
+	}
+	kubeconfig, kctx := f.kubeconfig, f.context
+	if k != nil && kubeconfig == "" {
+		kubeconfig = k.Kubeconfig
+		if kctx == "" {
+			kctx = k.Context
+		}
+	}
+	if kubeconfig == "" && os.Getenv("KUBECONFIG") == "" && !fileExists(defaultKubeconfig()) {
+		set.kubeErr = fmt.Errorf("no cluster: no --kubeconfig, $KUBECONFIG is unset and %s does not exist", defaultKubeconfig())
+	} else if kr, err := kube.New(kube.Config{Kubeconfig: kubeconfig, Context: kctx}); err != nil {
+		set.kubeErr = err
+	} else {
+		set.kube = kr
+		dir, err := os.MkdirTemp("", "cairn-kube-")
+		if err != nil {
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
+		path, cleanup, err := kr.PinnedKubeconfig(dir)
+		if err == nil {
+			cleanups = append(cleanups, func() { cleanup() })
+			set.kubeShell = &local.Runner{ExtraEnv: []string{"KUBECONFIG=" + path}, Supervisor: supervisor()}
+		}
+		set.notes = append(set.notes, "kube blocks use "+kr.Target().String())
+	}
+	if set.kubeErr != nil {
+		hint := "start the sandbox (`cairn sandbox up`, or `make run`), or pass --kubeconfig and --context"
+		if !f.usesSandbox() {
+			hint = "pass --kubeconfig and --context"
+		}
+		set.notes = append(set.notes, "kube blocks are off: "+set.kubeErr.Error()+"; "+hint)
+	}
+	var sinv *sandbox.Inventory
+	if inv != nil && len(inv.Hosts) > 0 {
+		sinv = inv
+	}
+	sr, note, err := newSSHRunner(f, sinv)
+	if err != nil {
+		set.notes = append(set.notes, "ssh blocks are off: "+err.Error())
+	} else {
+		set.ssh = sr
+		set.sshNote = note
+		if note != "" {
+			set.notes = append(set.notes, note)
+		}
+	}
+	return set, nil
+}
+
+func defaultKubeconfig() string {
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".kube", "config")
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
+func (t *targets) get() *targetSet {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.cur
+}
+
+// runner returns the current runner for key, or why there is none.
+func (t *targets) runner(key string) (executor.Runner, error) {
+	set := t.get()
+	switch key {
+	case executor.RunnerKube:
+		if set.kube == nil {
+			return nil, t.offErr("kube", set.kubeErr)
+		}
+		return set.kube, nil
+	case executor.RunnerKubeShell:
+		if set.kubeShell == nil {
+			return nil, t.offErr("kube", set.kubeErr)
+		}
+		return set.kubeShell, nil
+	case executor.RunnerSSH:
+		if set.ssh == nil {
+			return nil, t.offErr("ssh", nil)
+		}
+		return set.ssh, nil
+	}
+	return nil, fmt.Errorf("unknown runner %q", key)
+}
+
+func (t *targets) offErr(what string, cause error) error {
+	t.mu.RLock()
+	sv := t.sandbox
+	t.mu.RUnlock()
+	msg := what + " blocks are off"
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	if sv.State != "off" && sv.State != "running" && sv.Message != "" {
+		msg += " (sandbox " + sv.State + ": " + sv.Message + ")"
+	}
+	return errors.New(msg)
+}
+
+// kubeWhere is the engine's KubeWhere: the runbook's kube target now.
+func (t *targets) kubeWhere(rb *runbook.Runbook) (string, error) {
+	set := t.get()
+	if set.kube == nil {
+		return "", fmt.Errorf("%w: %v", executor.ErrContextRefused, t.offErr("kube", set.kubeErr))
+	}
+	return set.kube.Where(rb)
+}
+
+// View reports the targets for GET /api/health.
+func (t *targets) View() any {
+	set := t.get()
+	t.mu.RLock()
+	v := TargetsView{Sandbox: t.sandbox}
+	t.mu.RUnlock()
+	if set.kube != nil {
+		v.Kube = set.kube.Target().String()
+	} else if set.kubeErr != nil {
+		v.KubeError = t.offErr("kube", set.kubeErr).Error()
+	}
+	if set.ssh != nil {
+		v.SSH = set.sshNote
+		if set.inv != nil {
+			for _, h := range set.inv.Hosts {
+				v.Hosts = append(v.Hosts, h.Name)
+			}
+		}
+		if v.SSH == "" {
+			v.SSH = "ssh blocks use your SSH configuration"
+		}
+	}
+	return v
+}
+
+func (t *targets) setSandbox(v SandboxView) {
+	t.mu.Lock()
+	t.sandbox = v
+	t.mu.Unlock()
+}
+
+func (t *targets) Close() {
+	t.mu.Lock()
+	set := t.cur
+	t.cur = &targetSet{kubeErr: errors.New("the executor is shutting down")}
+	t.mu.Unlock()
+	if set != nil && set.cleanup != nil {
+		set.cleanup()
+	}
+}
+
+// follow polls the sandbox every interval until ctx is done and swaps the
+// runners when it appears, goes or changes; say gets one line per change.
+// A sandbox in use must fail two polls in a row before it is dropped, so a
+// busy apiserver answering late once does not switch runs off.
+func (t *targets) follow(ctx context.Context, interval time.Duration, say func(string)) {
+	if !t.f.usesSandbox() {
+		return
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t.poll(ctx, say)
+	}
+}
+
+func (t *targets) poll(ctx context.Context, say func(string)) {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	st, err := sandbox.StatusOf(pctx, t.dir)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	view := viewOf(t.dir, st, err)
+	healthy := err == nil && st.Healthy()
+	cur := t.get()
+	t.mu.Lock()
+	if s := t.sandbox.State; (s == "building" || s == "starting" || s == "unavailable") && !healthy {
+		view = t.sandbox // the starter reports progress until the sandbox answers
+	}
+	if healthy || cur.inv == nil {
+		t.misses = 0
+	} else if t.misses++; t.misses < 2 {
+		t.mu.Unlock()
+		return
+	}
+	t.sandbox = view
+	t.mu.Unlock()
+
+	var inv *sandbox.Inventory
+	var k *sandbox.KubeInfo
+	if healthy {
+		inv, k = st.Inventory, st.Kube
+		if inv == nil {
+			inv = &sandbox.Inventory{}
+		}
+	}
+	if sameSandbox(cur.inv, inv, cur, k) {
+		return
+	}
+	set, berr := t.build(inv, k)
+	if berr != nil {
+		say("sandbox: " + berr.Error())
+		return
+	}
+	t.mu.Lock()
+	old := t.cur
+	t.cur = set
+	t.mu.Unlock()
+	if old.cleanup != nil {
+		old.cleanup()
+	}
+	if inv != nil {
+		say("the sandbox is up (" + t.dir + ")")
+	} else {
+		say("the sandbox went away: " + view.Message)
+	}
+	for _, n := range set.notes {
+		say(n)
+	}
+}
+
+// sameSandbox reports whether the runners built for old still fit now.
+func sameSandbox(old, now *sandbox.Inventory, cur *targetSet, k *sandbox.KubeInfo) bool {
+	if (old == nil) != (now == nil) {
+		return false
+	}
+	if old == nil {
+		return true
+	}
+	if old.SSHConfig != now.SSHConfig || len(old.Hosts) != len(now.Hosts) {
+		return false
+	}
+	server := ""
+	if cur.kube != nil {
+		server = cur.kube.Target().Server
+	}
+	return k == nil && server == "" || k != nil && k.Server == server
+}
+
+// slot is the engine's runner for one key: it runs on whatever targets hold
+// now and, through Available, lets the engine refuse a block before it starts
+// when its target is off.
+type slot struct {
+	t   *targets
+	key string
+}
+
+func (s slot) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]executor.HostResult, error) {
+	r, err := s.t.runner(s.key)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(ctx, job, out)
+}
+
+func (s slot) Available() error {
+	_, err := s.t.runner(s.key)
+	return err
+}
