@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -279,6 +280,60 @@ func killInNamespaces(ctx context.Context, links map[string]bool) error {
 		return nil
 	}
 	return fmt.Errorf("processes still in the sandbox's network namespaces: %v", find())
+}
+
+// envMarker is the variable sshd puts into every session of a sandbox host.
+const envMarker = "CAIRN_SANDBOX_SESSION"
+
+// marker is this sandbox's session marker, envMarker=<state dir>.
+func (sb *Sandbox) marker() string { return envMarker + "=" + sb.dir }
+
+// killMarked SIGKILLs every process whose environment holds marker (what
+// the hosts' sessions started, wherever it went since) and waits (bounded)
+// until none is left.
+func killMarked(ctx context.Context, marker string) error {
+	want := []byte(marker)
+	find := func() []procState {
+		var out []procState
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+			if err != nil {
+				continue
+			}
+			for _, kv := range bytes.Split(env, []byte{0}) {
+				if bytes.Equal(kv, want) {
+					if st, err := procStartTime(pid); err == nil {
+						out = append(out, procState{PID: pid, StartTime: st})
+					}
+					break
+				}
+			}
+		}
+		return out
+	}
+	left := find()
+	for _, p := range left {
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	if waitFor(context.WithoutCancel(ctx), 5*time.Second, func() bool {
+		for _, p := range left {
+			if procAlive(p) {
+				return false
+			}
+		}
+		return true
+	}) {
+		return nil
+	}
+	return fmt.Errorf("processes the sandbox's SSH sessions started still run: %v", find())
 }
 
 // lockFile takes an exclusive flock on path, polling until ctx is done or

@@ -350,6 +350,9 @@ func (sb *Sandbox) down(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := killMarked(ctx, sb.marker()); err != nil {
+		errs = append(errs, err)
+	}
 	if err := sb.downNet(ctx); err != nil {
 		errs = append(errs, err)
 	}

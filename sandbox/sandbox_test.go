@@ -156,6 +156,60 @@ func TestLoopbackMode(t *testing.T) {
 	}
 }
 
+// TestDownStopsWhatSessionsLeft: in loopback mode (no namespace to empty)
+// Down returns only once a session still open and a process a session
+// detached with setsid are both gone, not just the sshd listeners.
+func TestDownStopsWhatSessionsLeft(t *testing.T) {
+	skipShort(t)
+	sb, err := sandbox.Up(ctxT(t, 3*time.Minute), sandbox.Options{StateDir: t.TempDir() + "/sb", NoKube: true, Network: sandbox.NetworkLoopback,
+		Hosts: []sandbox.HostSpec{{Name: "l0"}}, DieWithParent: true})
+	if err != nil {
+		if errors.Is(err, sandbox.ErrMissing) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	inv := sb.Inventory()
+	// A detached process: its session ends, it is re-parented away from sshd.
+	detached, err := strconv.Atoi(strings.TrimSpace(sshOutput(t, inv, "l0", "setsid sleep 601 </dev/null >/dev/null 2>&1 & echo $!")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A session still open, its shell a child of sshd.
+	c, err := inv.Dial(ctxT(t, 10*time.Second), "l0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, _ := s.StdoutPipe()
+	if err := s.Start("echo $$; exec sleep 600"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	n, _ := stdout.Read(buf)
+	open, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		t.Fatalf("session pid: %q", buf[:n])
+	}
+	for _, pid := range []int{detached, open} {
+		if !testrig.ProcessAlive(pid) {
+			t.Fatalf("pid %d not running before Down", pid)
+		}
+	}
+	if err := sb.Down(ctxT(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for name, pid := range map[string]int{"detached process": detached, "open session": open} {
+		if testrig.ProcessAlive(pid) {
+			t.Errorf("%s (pid %d) still runs when Down returned", name, pid)
+		}
+	}
+}
+
 // TestTeardownLeavesNothing starts everything, leaves an SSH session running
 // on a host, and checks that Down leaves no process, namespace, link, mount
 // or state behind.

@@ -166,7 +166,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 			h.KnownAs = fmt.Sprintf("[%s]:%d", h.Address, h.Port)
 		}
 		listen := net.JoinHostPort(map[bool]string{true: "0.0.0.0", false: h.Address}[ns != nil], strconv.Itoa(h.Port))
-		cfg := sshdConfig(listen, h.keyPath, filepath.Join(sshDir, "authorized_keys"), u.Username)
+		cfg := sshdConfig(listen, h.keyPath, filepath.Join(sshDir, "authorized_keys"), u.Username, sb.marker())
 		cfgPath := filepath.Join(h.hostDir, "sshd_config")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			return err
@@ -361,8 +361,12 @@ func validHostName(n string) error {
 }
 
 // sshdConfig is a minimal, key-only sshd configuration.
-func sshdConfig(listen, hostKey, authKeys, user string) string {
+// Every session gets marker (SetEnv) in its environment, which its children
+// inherit: Down finds and stops what a session left running even after it
+// escaped sshd's process tree (setsid, nohup, a daemonised server).
+func sshdConfig(listen, hostKey, authKeys, user, marker string) string {
 	return fmt.Sprintf(`# Written by cairn sandbox. Key-only, one user, SFTP.
+SetEnv %s
 ListenAddress %s
 HostKey %s
 PidFile none
@@ -381,7 +385,7 @@ X11Forwarding no
 AllowTcpForwarding yes
 LogLevel INFO
 Subsystem sftp internal-sftp
-`, listen, hostKey, authKeys, user)
+`, marker, listen, hostKey, authKeys, user)
 }
 
 // writeED25519 writes a new ed25519 key pair as path (OpenSSH private key,

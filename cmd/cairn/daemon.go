@@ -74,7 +74,11 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	}
 	d := &daemon.Server{Engine: x.engine, Content: st, Token: daemon.NewToken(), AllowOrigins: origins, Version: Version, Where: x.engine.KubeWhere}
 	d.Targets = x.targets.View
-	x.follow(ctx, func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) })
+	say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
+	x.follow(ctx, say)
+	if ef.useSandbox == "start" {
+		x.startSandbox(ctx, ef.sandboxBuild, say)
+	}
 	defer d.Close()
 	d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {
 		if rec.Status == executor.StatusVerified && (ef.writeBack || rb.Meta.WriteBack) {

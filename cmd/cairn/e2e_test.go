@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
 		os.Exit(local.Supervise(os.Args[2:]))
 	}
+	// `cairn sandbox up`, started by serve --sandbox=start, is this binary too.
+	selfEnv = []string{"CAIRN_TEST_MAIN=1"}
 	if os.Getenv("CAIRN_TEST_MAIN") == "1" {
 		// The test binary as the cairn command (a daemon the tests kill).
 		os.Unsetenv("CAIRN_TEST_MAIN")
@@ -186,7 +188,8 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	// step, with blocks still to run, is not.
 	waitJS(`document.querySelector('.step-done[data-step="local"]').checked`, 5*time.Second)
 	// The runbook is Korean: so are the executor's words on it.
-	if got := text(`document.querySelector("#block-make-stamp .cb-result .status").textContent + "|" + document.getElementById("cairn-exec-status").textContent`); got != "검증됨|실행기 연결됨" {
+	// The pill says what blocks run against before anything runs there.
+	if got := text(`document.querySelector("#block-make-stamp .cb-result .status").textContent + "|" + document.getElementById("cairn-exec-status").textContent`); got != "검증됨|실행기 연결됨 · 클러스터 cairn-sandbox" {
 		t.Errorf("status words on a Korean page: %q", got)
 	}
 	click("apply-objects") // kube, uses the capture and the typed namespace
@@ -227,7 +230,8 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	verified("apply-pod")
 	click("pod-running") // fails on purpose, with the reason shown
 	waitJS(`document.querySelector("#block-pod-running.cb-failed")`, 40*time.Second)
-	if reason := text(`document.querySelector("#block-pod-running .cb-reasons").textContent`); !strings.Contains(reason, `does not contain "Running"`) {
+	// In the page's language, with the executor's own words kept in the title.
+	if reason := text(`document.querySelector("#block-pod-running .cb-reasons li").textContent + "|" + document.querySelector("#block-pod-running .cb-reasons li").title`); !strings.Contains(reason, `출력에 "Running"이(가) 없어요|`) || !strings.Contains(reason, `does not contain "Running"`) {
 		t.Errorf("failure reason: %q", reason)
 	}
 

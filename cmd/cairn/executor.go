@@ -27,7 +27,10 @@ type execFlags struct {
 	knownHosts string
 	identity   stringList
 	tofu       bool
-	useSandbox string // auto, yes, no
+	useSandbox string // auto, yes, no, start
+	// sandboxBuild builds missing sandbox binaries before --sandbox=start
+	// starts one (make run passes scripts/sandbox-bins.sh).
+	sandboxBuild string
 	journal    string
 }
 
@@ -45,6 +48,7 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.identity, "identity", "private key file for ssh blocks (repeatable; ssh-agent is used too)")
 	fs.BoolVar(&f.tofu, "trust-on-first-use", false, "accept and remember unknown SSH host keys (changed keys are always refused)")
 	fs.StringVar(&f.useSandbox, "sandbox", "auto", "use the local sandbox's cluster and SSH hosts: auto (when it runs and no other flags say otherwise; followed as it comes and goes), yes (fail without one), no, start (serve: start one in the background when none runs)")
+	fs.StringVar(&f.sandboxBuild, "sandbox-build", "", "with --sandbox=start: command that builds missing sandbox binaries first (make run passes scripts/sandbox-bins.sh)")
 	fs.StringVar(&f.journal, "journal", "", "run journal, an SQLite database several Cairn processes share (default CONTENT/.cairn/journal.db)")
 }
 

@@ -31,7 +31,6 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	ef.register(flags)
 	port := flags.Int("port", 1313, "port on 127.0.0.1 (the next free one is used if it is taken)")
 	noExec := flags.Bool("no-executor", false, "serve the site only; Run buttons stay off")
-	sbBuild := flags.String("sandbox-build", "", "with --sandbox=start: command that builds missing sandbox binaries first (make run passes scripts/sandbox-bins.sh)")
 	if err := parseFlags(flags, args); err != nil {
 		return done(err)
 	}
@@ -65,7 +64,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 		say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
 		x.follow(ctx, say)
 		if ef.useSandbox == "start" {
-			x.startSandbox(ctx, *sbBuild, say)
+			x.startSandbox(ctx, ef.sandboxBuild, say)
 		}
 		defer d.Close()
 		opts.Results = journalResults(x.engine.Journal)

@@ -422,7 +422,12 @@
     });
   }
 
-  function shortKube(s) { return String(s || "").replace(/ \(.*$/, ""); }
+  // shortKube names the context of a target ('context "x" (cluster ...)').
+  function shortKube(s) {
+    s = String(s || "");
+    var m = /^context "([^"]*)"/.exec(s);
+    return m ? m[1] : s.replace(/ \(.*$/, "");
+  }
   function showTargets(t) {
     var parts = [T("exec_connected", "Executor connected")];
     var state = "on";
