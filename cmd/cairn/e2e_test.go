@@ -169,6 +169,16 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(fmt.Sprintf(`window.Cairn.values().NAMESPACE === %q`, ns), 5*time.Second)
+	// Block headers show the form's values and where a block runs, whole.
+	if got := text(`document.querySelector("#block-wait-sa .cb-title").textContent`); !strings.Contains(got, "namespace="+ns) && !strings.Contains(got, "-n "+ns) || strings.Contains(got, "$NAMESPACE") {
+		t.Errorf("kube header: %q", got)
+	}
+	if got := text(`document.querySelector("#block-ssh-hostname .cb-hosts").textContent`); !strings.Contains(got, "cp0") || strings.Contains(got, "$") {
+		t.Errorf("ssh header: %q", got)
+	}
+	if got := text(`(function(){var e=document.querySelector("#block-wait-sa .cb-title"); return String(e.scrollWidth <= e.clientWidth + 1)})()`); got != "true" {
+		t.Error("the kube header is cut off")
+	}
 
 	click := func(block string) {
 		t.Helper()
@@ -228,11 +238,31 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	}
 	click("apply-pod")
 	verified("apply-pod")
-	click("pod-running") // fails on purpose, with the reason shown
+	click("pod-running") // fails on purpose (after retries), with the reason shown
+	// A reload while it runs follows the same run, live, to its end.
+	waitJS(`document.querySelector("#block-pod-running.cb-running")`, 10*time.Second)
+	run(chromedp.Reload())
+	waitJS(`document.querySelector("#block-pod-running.cb-running .cb-result-running")`, 10*time.Second)
 	waitJS(`document.querySelector("#block-pod-running.cb-failed")`, 40*time.Second)
 	// In the page's language, with the executor's own words kept in the title.
 	if reason := text(`document.querySelector("#block-pod-running .cb-reasons li").textContent + "|" + document.querySelector("#block-pod-running .cb-reasons li").title`); !strings.Contains(reason, `출력에 "Running"이(가) 없어요|`) || !strings.Contains(reason, `does not contain "Running"`) {
 		t.Errorf("failure reason: %q", reason)
+	}
+
+	// A block that changes the cluster asks first, and says what will
+	// happen: the command with the form's values, and the cluster.
+	click("delete-ns")
+	waitJS(`document.querySelector("dialog.confirm-run[open]")`, 5*time.Second)
+	dlg := text(`document.querySelector("dialog.confirm-run").textContent`)
+	for _, want := range []string{"kubectl --context cairn-sandbox delete", ns, "클러스터", "cairn-sandbox"} {
+		if !strings.Contains(dlg, want) {
+			t.Errorf("confirmation lacks %q: %q", want, dlg)
+		}
+	}
+	run(chromedp.Click(chromedp.CSS(`dialog.confirm-run .confirm-no`)))
+	waitJS(`!document.querySelector("dialog.confirm-run")`, 5*time.Second)
+	if got := text(`String(document.querySelector("#block-delete-ns .cb-result").hidden)`); got != "true" {
+		t.Error("cancelled confirmation ran the block anyway")
 	}
 
 	// After a reload (the token is kept for the tab) the results are there.
