@@ -284,6 +284,16 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 		if err := os.WriteFile("../../docs/screenshot-executor.png", png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// The same paired page in dark mode, at a kube block's YAML.
+		run(chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "dark"); document.getElementById("block-apply-objects").scrollIntoView({block: "start"}); window.scrollBy(0, -160)`),
+			chromedp.Sleep(300*time.Millisecond))
+		if png, err = chromedp.Run(bctx, chromedp.CaptureScreenshot()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("../../docs/screenshot-dark.png", png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "light")`))
 	}
 	// And they are baked into the served HTML for readers without the executor.
 	resp, err := http.Get(base + "practice/")
