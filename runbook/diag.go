@@ -82,7 +82,9 @@ func (li *lineIndex) pos(off int) Pos {
 // nearest returns the candidate closest to s by edit distance, for "did you
 // mean" hints, or "" when none is close.
 func nearest(s string, candidates []string) string {
-	best, bestD := "", len(s)/2+2
+	// Within a third of the word (one edit for short words): further off,
+	// a suggestion such as "did you mean \"for\"" for "ref" misleads.
+	best, bestD := "", max(1, len([]rune(s))/3)+1
 	for _, c := range candidates {
 		if d := editDistance(s, c); d < bestD {
 			best, bestD = c, d
@@ -91,23 +93,29 @@ func nearest(s string, candidates []string) string {
 	return best
 }
 
+// editDistance counts insertions, deletions, substitutions and swaps of
+// neighbours ("titel" is one edit from "title").
 func editDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
 		for j := 1; j <= len(rb); j++ {
 			cost := 1
 			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(rb)]
+	return d[len(ra)][len(rb)]
 }

@@ -224,3 +224,17 @@ func TestSubstitute(t *testing.T) {
 		t.Errorf("all: %q", got)
 	}
 }
+
+// TestNearest: suggestions are close (a swap of neighbours is one edit), and
+// a far-off word gets none.
+func TestNearest(t *testing.T) {
+	cands := []string{"for", "title", "name", "hosts", "MODE"}
+	for _, tc := range []struct{ in, want string }{
+		{"titel", "title"}, {"nmae", "name"}, {"host", "hosts"}, {"fro", "for"},
+		{"ref", ""}, {"NOPE", ""}, {"foo", "for"}, {"timeout", ""},
+	} {
+		if got := nearest(tc.in, cands); got != tc.want {
+			t.Errorf("nearest(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"github.com/cairn-dev/cairn/runbook"
 	"os"
 	"path/filepath"
@@ -225,5 +226,30 @@ func TestHelpExamplesNameRealSteps(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("no examples with --step or --from found")
+	}
+}
+
+// TestDocsExamplesCheck: every complete runbook shown in
+// docs/runbook-format.md (a ````markdown block with front matter) passes
+// cairn check, the first one a reader copies above all.
+func TestDocsExamplesCheck(t *testing.T) {
+	src, err := os.ReadFile("../../docs/runbook-format.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(string(src), "````markdown\n")
+	if len(parts) < 2 {
+		t.Fatal("docs/runbook-format.md has no ````markdown example")
+	}
+	for i, p := range parts[1:] {
+		body, _, ok := strings.Cut(p, "\n````")
+		if !ok || !strings.HasPrefix(body, "---\n") {
+			continue
+		}
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("example%d.md", i+1))
+		os.WriteFile(path, []byte(body+"\n"), 0o644)
+		if code, out, errOut := run(t, "check", path); code != exitOK {
+			t.Errorf("example %d of docs/runbook-format.md fails check:\n%s%s", i+1, out, errOut)
+		}
 	}
 }
