@@ -296,3 +296,39 @@ func devServer(t *testing.T, dir string) (string, <-chan *site.Result) {
 	<-updates // the first build
 	return base, updates
 }
+
+// TestDevServerDropsRemovedFolder: a folder of runbooks moved out of the
+// content tree (one rename event, for the folder only) stops being served.
+func TestDevServerDropsRemovedFolder(t *testing.T) {
+	dir := t.TempDir()
+	content := filepath.Join(dir, "content")
+	os.MkdirAll(filepath.Join(content, "team"), 0o755)
+	os.WriteFile(filepath.Join(content, "keep.md"), []byte("---\ntitle: Keep\n---\n## one {#one}\n\ntext\n"), 0o644)
+	os.WriteFile(filepath.Join(content, "team", "gone.md"), []byte("---\ntitle: Gone\n---\n## one {#one}\n\ntext\n"), 0o644)
+	base, updates := devServer(t, content)
+	status := func(p string) int {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status("gone/") != 200 {
+		t.Fatal("gone/ not served at first")
+	}
+	if err := os.Rename(filepath.Join(content, "team"), filepath.Join(dir, "team-moved")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for status("gone/") != 404 {
+		select {
+		case <-updates:
+		case <-deadline:
+			t.Fatal("gone/ still served after its folder was moved away")
+		}
+	}
+	if status("keep/") != 200 {
+		t.Error("keep/ no longer served")
+	}
+}

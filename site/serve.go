@@ -166,7 +166,7 @@ const debounce = 10 * time.Millisecond
 
 func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 	pending := map[string]bool{}
-	themeChanged := false
+	themeChanged, rescan := false, false
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -188,11 +188,17 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 					_ = watchTree(w, ev.Name)
 				}
 			}
-			if s.opts.ThemeDir != "" && within(ev.Name, s.opts.ThemeDir) {
+			switch {
+			case s.opts.ThemeDir != "" && within(ev.Name, s.opts.ThemeDir):
 				themeChanged = true
-			} else if IsContentFile(ev.Name) {
+			case IsContentFile(ev.Name):
 				pending[ev.Name] = true
-			} else {
+			case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
+				// A folder moved or removed as a whole reports only its own
+				// name, not the runbooks in it: rebuild everything so that
+				// none of them stays served.
+				rescan = true
+			default:
 				continue
 			}
 			timer.Reset(debounce)
@@ -204,6 +210,8 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 				if err = s.b.ReloadTheme(); err == nil {
 					res, err = s.b.Build(ctx)
 				}
+			} else if rescan {
+				res, err = s.b.Build(ctx)
 			} else {
 				paths := make([]string, 0, len(pending))
 				for p := range pending {
@@ -211,7 +219,7 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 				}
 				res, err = s.b.Update(ctx, paths)
 			}
-			pending, themeChanged = map[string]bool{}, false
+			pending, themeChanged, rescan = map[string]bool{}, false, false
 			if ctx.Err() != nil {
 				s.buildMu.Unlock()
 				return
