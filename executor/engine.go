@@ -42,7 +42,11 @@ type Engine struct {
 	// MaxRuns caps the blocks running at once (every runbook together);
 	// default DefaultMaxRuns. One more is refused with ErrTooManyRuns.
 	MaxRuns int
-	Now     func() time.Time
+	// CheckRequires checks a runbook's requires (Requirements) before the
+	// first block of a session runs, and again after a failed check or when
+	// the hosts named change; a block whose check fails does not run.
+	CheckRequires bool
+	Now           func() time.Time
 
 	mu       sync.Mutex
 	running  int
@@ -52,9 +56,10 @@ type Engine struct {
 
 // session is what a runbook's earlier runs left for later ones.
 type session struct {
-	captures map[string]string
-	secret   map[string]bool
-	redact   Redactor
+	requiresOK string // the host values last checked successfully ("\x00" for none)
+	captures   map[string]string
+	secret     map[string]bool
+	redact     Redactor
 }
 
 // Request asks to run one block. Runbook must come from content the caller
@@ -321,6 +326,32 @@ func (r *Run) Redact(s string) string { return r.red.String(s) }
 
 // Execute runs the block (with retries until its expectations hold),
 // verifies, captures and journals it. Output reaching out is redacted.
+// requires runs the runbook's requirement check once per session (and per
+// set of hosts), before its first block.
+func (r *Run) requires(ctx context.Context) error {
+	e, rb := r.e, r.Job.Runbook
+	if !e.CheckRequires || !rb.Meta.Requires.Checked() {
+		return nil
+	}
+	key := "\x00"
+	for _, hr := range rb.Meta.Requires.Hosts {
+		key += hr.Param + "=" + r.Job.Env[hr.Param] + "\x00"
+	}
+	e.mu.Lock()
+	done := r.sess.requiresOK == key
+	e.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := e.Requirements(ctx, rb, r.Job.Env); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	r.sess.requiresOK = key
+	e.mu.Unlock()
+	return nil
+}
+
 func (r *Run) Execute(ctx context.Context, out Sink) *Record {
 	defer r.Release()
 	e := r.e
@@ -348,6 +379,9 @@ func (r *Run) Execute(ctx context.Context, out Sink) *Record {
 	var outputs map[string]*tailBuffer
 	var verdict Verdict
 	var runErr error
+	if err := r.requires(ctx); err != nil {
+		runErr, attempts = err, 0
+	}
 	for attempt := 1; attempt <= attempts; attempt++ {
 		rec.Attempts = attempt
 		hosts, outputs, runErr = r.attempt(ctx, out)

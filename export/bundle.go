@@ -253,7 +253,7 @@ func requirements(rbs []*runbook.Runbook) reqs {
 	return reqs{
 		images:   collect(func(r runbook.Requires) []string { return r.Images }),
 		charts:   collect(func(r runbook.Requires) []string { return r.Charts }),
-		binaries: collect(func(r runbook.Requires) []string { return r.Binaries }),
+		binaries: collect(func(r runbook.Requires) []string { return r.AllBinaries() }),
 	}
 }
 

@@ -550,6 +550,54 @@ cairn_save_captures() {
 	) && mv -f -- "$f.tmp" "$f"
 }
 
+# cairn_requires checks what the runbook's front matter requires before the
+# first block runs (binaries here and on the hosts of a parameter, API
+# resources of the cluster) and stops with one message naming all of it.
+cairn_requires() {
+	local -a problems=() miss=() gone=()
+	local b e param bins h out r served
+	for b in "${cairn_req_local[@]}"; do
+		command -v "$b" >/dev/null 2>&1 || miss+=("$b")
+	done
+	((${#miss[@]} == 0)) || problems+=("not installed on this machine: ${miss[*]}")
+	if ((cairn_dry)); then
+		((${#cairn_req_hosts[@]} + ${#cairn_req_resources[@]} == 0)) ||
+			cairn_say "would check on the hosts and the cluster: ${cairn_req_hosts[*]} ${cairn_req_resources[*]}"
+		((${#problems[@]} == 0)) || cairn_warn "${problems[*]}"
+		return 0
+	fi
+	for e in "${cairn_req_hosts[@]}"; do
+		param=${e%%:*}
+		bins=${e#*:}
+		cairn_split_hosts "${cairn_val[$param]:-}"
+		((${#cairn_split[@]})) || problems+=("$param names no host to check for $bins")
+		for h in "${cairn_split[@]}"; do
+			cairn_ssh_argv "$h"
+			if ! out=$(printf 'for b in %s; do command -v "$b" >/dev/null 2>&1 || printf " %%s" "$b"; done; echo\n' "$bins" |
+				timeout -k 5 30 "${cairn_argv[@]}" "exec bash --noprofile --norc -s" 2>&1); then
+				problems+=("$h: cannot check $bins: $(cairn_oneline "$out")")
+			elif [[ -n ${out//[[:space:]]/} ]]; then
+				problems+=("not installed on $h:$out")
+			fi
+		done
+	done
+	if ((${#cairn_req_resources[@]})); then
+		cairn_kube_init
+		if ! served=$(cairn_kctl api-resources -o name 2>&1); then
+			problems+=("cannot list the cluster's API resources: $(cairn_oneline "$served")")
+		else
+			for r in "${cairn_req_resources[@]}"; do
+				grep -qxF -- "$r" <<<"$served" || gone+=("$r")
+			done
+			((${#gone[@]} == 0)) || problems+=("API resources not served by context $cairn_kube_ctx: ${gone[*]}")
+		fi
+	fi
+	if ((${#problems[@]})); then
+		local IFS=';'
+		cairn_die "requirements not met: ${problems[*]} (requires in the runbook's front matter; install them, or run against a cluster that has them)"
+	fi
+}
+
 # cairn_need BLOCK NAME:BY ...: every capture the block reads must be known.
 cairn_need() {
 	local id=$1 nb name by
@@ -1295,6 +1343,7 @@ cairn_main() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	((cairn_dry)) && cairn_say "dry run: nothing is run; parameters are filled in, secrets masked"
+	cairn_requires
 	cairn_log_line - - - start "$cairn_runbook $cairn_source_hash"
 	cairn_plan
 	cairn_say ""

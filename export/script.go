@@ -273,6 +273,21 @@ func (g *gen) kubeContexts() {
 	}
 	g.p("# Kube contexts the runbook may touch (globs); empty: any.\n")
 	g.p("cairn_kube_contexts=(%s)\n\n", strings.Join(qs, " "))
+	// What the runbook requires, checked before the first block (names are
+	// validated command and resource names).
+	r := g.rb.Meta.Requires
+	var local, hosts, res []string
+	for _, b := range r.Binaries {
+		local = append(local, q(b))
+	}
+	for _, h := range r.Hosts {
+		hosts = append(hosts, q(h.Param+":"+strings.Join(h.Binaries, " ")))
+	}
+	for _, x := range r.Resources {
+		res = append(res, q(x))
+	}
+	g.p("# requires: binaries on this machine, on the hosts of a parameter, API resources.\n")
+	g.p("cairn_req_local=(%s)\ncairn_req_hosts=(%s)\ncairn_req_resources=(%s)\n\n", strings.Join(local, " "), strings.Join(hosts, " "), strings.Join(res, " "))
 }
 
 func (g *gen) usage() {
@@ -331,7 +346,7 @@ Exit status: 0 when every block was verified or skipped, 1 when a block failed
 			}
 		}
 	}
-	if r := rb.Meta.Requires; len(r.Images)+len(r.Charts)+len(r.Binaries) > 0 {
+	if r := rb.Meta.Requires; len(r.Images)+len(r.Charts)+len(r.Binaries)+len(r.Hosts)+len(r.Resources) > 0 {
 		b.WriteString("\nBring in beforehand (this site has no network):\n")
 		for _, x := range r.Images {
 			fmt.Fprintf(&b, "  image   %s\n", oneLine(x))
@@ -340,7 +355,13 @@ Exit status: 0 when every block was verified or skipped, 1 when a block failed
 			fmt.Fprintf(&b, "  chart   %s\n", oneLine(x))
 		}
 		for _, x := range r.Binaries {
-			fmt.Fprintf(&b, "  binary  %s\n", oneLine(x))
+			fmt.Fprintf(&b, "  binary  %s (on this machine)\n", oneLine(x))
+		}
+		for _, h := range r.Hosts {
+			fmt.Fprintf(&b, "  binary  %s (on the hosts of %s)\n", oneLine(strings.Join(h.Binaries, ", ")), h.Param)
+		}
+		for _, x := range r.Resources {
+			fmt.Fprintf(&b, "  api     %s (served by the cluster)\n", oneLine(x))
 		}
 	}
 	text := b.String()

@@ -120,11 +120,11 @@ func (p *parseState) parseFrontMatter(fm []byte, line0 int) {
 		case "requires":
 			var req Requires
 			if v.Kind != yaml.MappingNode {
-				p.errf(at(v), "front matter: requires: must be a mapping with images, charts, binaries")
+				p.errf(at(v), "front matter: requires: must be a mapping with images, charts, binaries, hosts, resources")
 				break
 			}
 			for j := 0; j+1 < len(v.Content); j += 2 {
-				rk := v.Content[j]
+				rk, rv := v.Content[j], v.Content[j+1]
 				var dst *[]string
 				switch rk.Value {
 				case "images":
@@ -133,12 +133,41 @@ func (p *parseState) parseFrontMatter(fm []byte, line0 int) {
 					dst = &req.Charts
 				case "binaries":
 					dst = &req.Binaries
+				case "resources":
+					dst = &req.Resources
+				case "hosts":
+					if rv.Kind != yaml.MappingNode {
+						p.errf(at(rv), "front matter: requires.hosts: must map a host parameter to binaries, e.g. {CONTROL_PLANE_HOSTS: [kubeadm]}")
+						continue
+					}
+					for k := 0; k+1 < len(rv.Content); k += 2 {
+						hr := HostRequire{Param: rv.Content[k].Value, Pos: at(rv.Content[k])}
+						if err := rv.Content[k+1].Decode(&hr.Binaries); err != nil {
+							p.errf(at(rv.Content[k+1]), "front matter: requires.hosts.%s: must be a list of binaries", hr.Param)
+							continue
+						}
+						for _, b := range hr.Binaries {
+							if !requiredName.MatchString(b) {
+								p.errf(at(rv.Content[k+1]), "front matter: requires.hosts.%s: %q is not a command name", hr.Param, b)
+							}
+						}
+						req.Hosts = append(req.Hosts, hr)
+					}
+					continue
 				default:
-					p.errf(at(rk), "front matter: requires: unknown key %q (known: images, charts, binaries)", rk.Value)
+					p.errf(at(rk), "front matter: requires: unknown key %q (known: images, charts, binaries, hosts, resources)", rk.Value)
 					continue
 				}
-				if err := v.Content[j+1].Decode(dst); err != nil {
-					p.errf(at(v.Content[j+1]), "front matter: requires.%s: must be a list of strings", rk.Value)
+				if err := rv.Decode(dst); err != nil {
+					p.errf(at(rv), "front matter: requires.%s: must be a list of strings", rk.Value)
+					continue
+				}
+				if rk.Value == "binaries" || rk.Value == "resources" {
+					for _, b := range *dst {
+						if !requiredName.MatchString(b) {
+							p.errf(at(rv), "front matter: requires.%s: %q is not a command or resource name", rk.Value, b)
+						}
+					}
 				}
 			}
 			m.Requires = req
@@ -358,6 +387,10 @@ func CanonicalHost(v string) string {
 	}
 	return user + strings.ToLower(rest)
 }
+
+// requiredName is a command or API resource name in requires: it reaches
+// shell commands as data, but is checked anyway so a typo is caught early.
+var requiredName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
 
 // SplitHosts splits a host list on spaces and commas.
 func SplitHosts(v string) []string {

@@ -43,11 +43,52 @@ type Meta struct {
 	WriteBack     bool
 }
 
-// Requires lists what an air-gapped site must bring in before running.
+// Requires lists what a runbook needs: what an air-gapped site must bring
+// in, and what the executor, `cairn run` and exported scripts check before
+// the first block runs (so a missing tool is one clear message up front,
+// not exit 127 in step 4).
 type Requires struct {
-	Images   []string `yaml:"images"`
-	Charts   []string `yaml:"charts"`
+	Images []string `yaml:"images"`
+	Charts []string `yaml:"charts"`
+	// Binaries are needed on this machine (local and kube shell blocks).
 	Binaries []string `yaml:"binaries"`
+	// Hosts maps a host parameter to binaries needed on each of its hosts.
+	Hosts []HostRequire `yaml:"-"`
+	// Resources are Kubernetes API resources the cluster must serve
+	// (plural.group, e.g. leases.coordination.k8s.io, or pods).
+	Resources []string `yaml:"resources"`
+}
+
+// HostRequire is one entry of requires.hosts.
+type HostRequire struct {
+	Param    string
+	Binaries []string
+	Pos      Pos
+}
+
+// AllBinaries are the binaries needed anywhere (this machine and hosts),
+// each once, for an offline bundle's list.
+func (r Requires) AllBinaries() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(bs []string) {
+		for _, b := range bs {
+			if !seen[b] {
+				seen[b] = true
+				out = append(out, b)
+			}
+		}
+	}
+	add(r.Binaries)
+	for _, h := range r.Hosts {
+		add(h.Binaries)
+	}
+	return out
+}
+
+// Checked reports whether anything is to be checked before a run.
+func (r Requires) Checked() bool {
+	return len(r.Binaries)+len(r.Hosts)+len(r.Resources) > 0
 }
 
 // ParamType is the declared type of a parameter.

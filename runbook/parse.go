@@ -82,6 +82,15 @@ func Parse(path string, src []byte) (*Runbook, error) {
 		p.errf(Pos{Line: 1}, "front matter is never closed: add a --- line after the YAML")
 	default:
 		p.parseFrontMatter(fm, 2)
+		for _, hr := range rb.Meta.Requires.Hosts {
+			prm := rb.ParamByName(hr.Param)
+			switch {
+			case prm == nil:
+				p.errf(hr.Pos, "front matter: requires.hosts: unknown parameter %q%s", hr.Param, p.paramHint(hr.Param))
+			case prm.Type != TypeHost && prm.Type != TypeHosts:
+				p.errf(hr.Pos, "front matter: requires.hosts: parameter %s is of type %s; want host or hosts", hr.Param, prm.Type)
+			}
+		}
 	}
 	if rb.Meta.Lang == "" {
 		rb.Meta.Lang = "en"

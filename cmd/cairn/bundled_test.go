@@ -69,6 +69,10 @@ func newBundled(t *testing.T, file string, k *testrig.KubeEnv, s *testrig.SSHEnv
 	if k != nil && x.kubeErr != nil {
 		t.Fatalf("kube runner: %v", x.kubeErr)
 	}
+	// These tests still play parts of the components the runbooks require
+	// (kubeadm, helm, a CCM on the hosts): issues #11–#13 replace them with
+	// the real binaries. Until then the requires check is off here only.
+	x.engine.CheckRequires = false
 	return &bundled{rb: rb, eng: x.engine, params: params}
 }
 

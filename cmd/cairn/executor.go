@@ -31,7 +31,7 @@ type execFlags struct {
 	// sandboxBuild builds missing sandbox binaries before --sandbox=start
 	// starts one (make run passes scripts/sandbox-bins.sh).
 	sandboxBuild string
-	journal    string
+	journal      string
 }
 
 type stringList []string
@@ -110,7 +110,7 @@ func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetu
 	for _, key := range []string{executor.RunnerKube, executor.RunnerKubeShell, executor.RunnerSSH} {
 		runners[key] = slot{t: t, key: key}
 	}
-	e := &executor.Engine{Runners: runners, Journal: j, Objects: kube.Checker{}, KubeWhere: t.kubeWhere}
+	e := &executor.Engine{Runners: runners, Journal: j, Objects: kube.Checker{}, KubeWhere: t.kubeWhere, CheckRequires: true}
 	x.engine = e
 	return x, nil
 }

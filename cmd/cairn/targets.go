@@ -391,6 +391,20 @@ func (s slot) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]
 	return r.Run(ctx, job, out)
 }
 
+// MissingResources lets the engine check a runbook's requires.resources on
+// whatever cluster is current.
+func (s slot) MissingResources(ctx context.Context, rb *runbook.Runbook, names []string) ([]string, error) {
+	r, err := s.t.runner(s.key)
+	if err != nil {
+		return nil, err
+	}
+	rc, ok := r.(executor.ResourceChecker)
+	if !ok {
+		return nil, fmt.Errorf("the %s runner cannot check API resources", s.key)
+	}
+	return rc.MissingResources(ctx, rb, names)
+}
+
 func (s slot) Available() error {
 	_, err := s.t.runner(s.key)
 	return err

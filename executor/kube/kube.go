@@ -534,3 +534,29 @@ func (warningToSink) HandleWarningHeaderWithContext(ctx context.Context, code in
 		p.printf("Warning: %s\n", text)
 	}
 }
+
+// MissingResources reports which API resources (plural.group, or a plural
+// of the core group such as pods) the cluster does not serve, after fresh
+// discovery (a CRD installed a moment ago counts). It checks rb's context
+// guard first.
+func (r *Runner) MissingResources(ctx context.Context, rb *runbook.Runbook, names []string) ([]string, error) {
+	if _, err := r.Guard(rb); err != nil {
+		return nil, err
+	}
+	r.resetDiscovery()
+	var missing []string
+	for _, n := range names {
+		gr := schema.ParseGroupResource(n)
+		if _, err := r.mapper.ResourceFor(gr.WithVersion("")); err != nil {
+			if meta.IsNoMatchError(err) {
+				missing = append(missing, n)
+				continue
+			}
+			return nil, fmt.Errorf("discovery for %s: %w", n, err)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return missing, nil
+}
