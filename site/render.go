@@ -514,6 +514,9 @@ func (r *nodeRenderer) recorded(w util.BufWriter, b *runbook.Block) {
 	fmt.Fprintf(w, `><div class="cb-recorded-head">%s`, html.EscapeString(r.t["recorded_output"]))
 	for _, k := range []string{"status", "at", "host", "context", "exit", "duration"} {
 		if v, ok := b.Recorded[k]; ok {
+			if k == "status" && r.t["status_"+v] != "" {
+				v = r.t["status_"+v] // the page's language; data-status keeps the word
+			}
 			fmt.Fprintf(w, ` <span class="prov prov-%s">%s</span>`, k, html.EscapeString(v))
 		}
 	}

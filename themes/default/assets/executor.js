@@ -82,7 +82,7 @@
     var hosts = (rec.hosts || []).map(function (h) { return h.host; }).filter(Boolean);
     if (rec.target === "kube" && rec.where) parts.push(rec.where.replace(/ \(.*$/, ""));
     else if (hosts.length) parts.push(hosts.join(" "));
-    else parts.push("local");
+    else parts.push(T("where_local", "local"));
     if (rec.hosts && rec.hosts.length === 1) parts.push("exit " + rec.hosts[0].exit);
     if (rec.duration != null) parts.push(rec.duration.toFixed(1) + "s");
     return parts;
