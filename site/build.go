@@ -12,7 +12,9 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
+	"net/url"
 	"path"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"sort"
@@ -29,10 +31,13 @@ import (
 
 // Options configure a Builder.
 type Options struct {
-	Content  string // content folder
-	Theme    fs.FS  // nil: the embedded default theme
-	BaseURL  string // absolute site URL for sitemap.xml; default http://127.0.0.1:1313/
-	Title    string // site title; default "Cairn"
+	Content string // content folder
+	Theme   fs.FS  // nil: the embedded default theme
+	BaseURL string // absolute site URL for sitemap.xml; default http://127.0.0.1:1313/
+	Title   string // site title; default "Cairn"
+	// EditURL, if set, gives each page an "edit this page" link: {path} is
+	// replaced by the runbook's path in the content folder (escaped).
+	EditURL  string
 	Progress io.Writer
 	Dev      bool // pages load the live-reload script (cairn serve)
 	// Decorate lets the executor adjust the page data before templates
@@ -437,6 +442,21 @@ func (b *Builder) runbookPage(site *SiteData, e *entry) *Page {
 	for i := range site.Runbooks {
 		if site.Runbooks[i].Slug == rb.Slug {
 			page.Current = &site.Runbooks[i]
+			if i > 0 {
+				page.Prev = &site.Runbooks[i-1]
+			}
+			if i+1 < len(site.Runbooks) {
+				page.Next = &site.Runbooks[i+1]
+			}
+		}
+	}
+	if b.opts.EditURL != "" {
+		if rel, err := filepath.Rel(b.opts.Content, rb.Path); err == nil && !strings.HasPrefix(rel, "..") {
+			var segs []string
+			for _, s := range strings.Split(filepath.ToSlash(rel), "/") {
+				segs = append(segs, url.PathEscape(s))
+			}
+			page.EditURL = strings.ReplaceAll(b.opts.EditURL, "{path}", strings.Join(segs, "/"))
 		}
 	}
 	page.JSON = pageJSON(rb)

@@ -21,8 +21,11 @@ type Page struct {
 	Executor string
 	// Extra holds HTML a decorator adds at the end of <body>.
 	Extra template.HTML
-	// Current is the page's runbook in Site.Runbooks (nil on other pages).
-	Current *RunbookSummary
+	// Current is the page's runbook in Site.Runbooks (nil on other pages);
+	// Prev and Next are its neighbours there (nil at either end).
+	Current, Prev, Next *RunbookSummary
+	// EditURL links to the runbook's source for editing (Options.EditURL).
+	EditURL string
 }
 
 // SiteData describes the whole site for navigation.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ const buildExamples = `  # Build content/ into public/
 
 // siteFlags are the flags build and serve share.
 type siteFlags struct {
-	content, theme, baseURL string
+	content, theme, baseURL, editURL string
 }
 
 func (f *siteFlags) register(fs interface {
@@ -27,10 +28,16 @@ func (f *siteFlags) register(fs interface {
 	fs.StringVar(&f.content, "content", "content", "folder of runbooks (.md)")
 	fs.StringVar(&f.theme, "theme", "", "theme folder with layouts/ and assets/ (default: the embedded theme)")
 	fs.StringVar(&f.baseURL, "base-url", "", "absolute URL the site is served at, for sitemap.xml (default http://127.0.0.1:1313/)")
+	fs.StringVar(&f.editURL, "edit-url", "", "\"edit this page\" link: a URL with {path}, the runbook's path in the content folder (e.g. https://github.com/ORG/REPO/edit/main/content/{path})")
 }
 
 func (f *siteFlags) options(m *Main) (site.Options, error) {
-	opts := site.Options{Content: f.content, BaseURL: f.baseURL}
+	opts := site.Options{Content: f.content, BaseURL: f.baseURL, EditURL: f.editURL}
+	if f.editURL != "" {
+		if u, err := url.Parse(f.editURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !strings.Contains(f.editURL, "{path}") {
+			return opts, &usageError{msg: fmt.Sprintf("--edit-url %q: want an http(s) URL holding {path}, e.g. https://github.com/ORG/REPO/edit/main/content/{path}", f.editURL)}
+		}
+	}
 	if fi, err := os.Stat(f.content); err != nil || !fi.IsDir() {
 		return opts, &usageError{msg: fmt.Sprintf("--content %s: not a folder", f.content)}
 	}

@@ -466,7 +466,18 @@
       var cond;
       try { cond = JSON.parse(node.getAttribute("data-when")); } catch (e) { return; }
       if (!cond) return;
-      var badge = el("span", "na-badge", t("not_applicable", "Not applicable"));
+      var isStep = node.classList.contains("step");
+      // On a step the badge also opens the collapsed step (a reader may
+      // still want to read what the other choice would do).
+      var badge = el(isStep ? "button" : "span", "na-badge", t("not_applicable", "Not applicable"));
+      if (isStep) {
+        badge.type = "button";
+        badge.setAttribute("aria-expanded", "false");
+        badge.addEventListener("click", function () {
+          var open = node.classList.toggle("na-open");
+          badge.setAttribute("aria-expanded", String(open));
+        });
+      }
       badge.hidden = true;
       var host = node.classList.contains("step") ? $(".step-title", node) : $(".cb-head", node);
       if (host) {
@@ -485,10 +496,46 @@
     substitute(changed);
     applyConditions();
     syncTabsFromParams();
+    applyRelevance();
     updateProgress();
     if (typeof Cairn.onParams === "function") {
       try { Cairn.onParams(Cairn.values()); } catch (e) { console.error(e); }
     }
+  }
+
+  // applyRelevance hides the form's parameters that the current choice does
+  // not use (every place that refers to them is in a step, block or tab that
+  // does not apply), behind one line that can show them again.
+  var naNote = null;
+  function applyRelevance() {
+    var form = $("form.params");
+    if (!form) return;
+    var hidden = 0;
+    $$(".param[data-name]", form).forEach(function (row) {
+      var name = row.getAttribute("data-name");
+      var refs = $$('span.prm[data-p="' + cssEsc(name) + '"]').filter(function (s) { return !s.closest("form"); });
+      var na = refs.length > 0 && refs.every(function (s) { return !!s.closest(".is-na, [hidden]"); });
+      row.classList.toggle("param-na", na);
+      if (na) hidden++;
+    });
+    if (!naNote) {
+      naNote = el("p", "params-na");
+      var text = el("span", "params-na-text");
+      var btn = el("button", "btn btn-ghost btn-small params-na-toggle", t("show", "Show"));
+      btn.type = "button";
+      btn.setAttribute("aria-expanded", "false");
+      btn.addEventListener("click", function () {
+        var open = form.classList.toggle("show-na");
+        btn.setAttribute("aria-expanded", String(open));
+        btn.textContent = open ? t("hide", "Hide") : t("show", "Show");
+      });
+      naNote.appendChild(text);
+      naNote.appendChild(doc.createTextNode(" "));
+      naNote.appendChild(btn);
+      ($(".params-grid", form) || form).after(naNote);
+    }
+    naNote.hidden = hidden === 0;
+    $(".params-na-text", naNote).textContent = t("na_hidden", "%d parameters not used by the current choice are hidden").replace("%d", hidden);
   }
 
   // ---------- tabs ----------
@@ -857,6 +904,52 @@
     });
   };
 
+  // ---------- long lines: wrap or scroll, the reader's choice (kept) ----------
+  function initWrap() {
+    if (store.get("cairn:wrap") === true) html.classList.add("code-wrap");
+    $$(".cb > pre").forEach(function (pre) {
+      var cb = pre.parentNode, head = $(".cb-head", cb);
+      if (!head || $(".cb-wrap", head)) return;
+      var btn = el("button", "cb-wrap", "↵");
+      btn.type = "button";
+      btn.title = t("wrap_toggle", "Wrap long lines");
+      btn.setAttribute("aria-label", btn.title);
+      btn.setAttribute("aria-pressed", String(html.classList.contains("code-wrap")));
+      var actions = $(".cb-actions", head);
+      if (actions) actions.insertBefore(btn, actions.firstChild); else head.appendChild(btn);
+    });
+    on(doc, "click", function (e) {
+      var btn = e.target.closest && e.target.closest(".cb-wrap");
+      if (!btn) return;
+      var onNow = html.classList.toggle("code-wrap");
+      store.set("cairn:wrap", onNow);
+      $$(".cb-wrap").forEach(function (b) { b.setAttribute("aria-pressed", String(onNow)); });
+    });
+  }
+
+  // ---------- index: filter by tag (?tag=…, from a tag chip) ----------
+  function initTagFilter() {
+    var cards = $$(".cards > .card");
+    if (!cards.length) return;
+    var tag = new URLSearchParams(location.search).get("tag");
+    if (!tag) return;
+    var shown = 0;
+    cards.forEach(function (c) {
+      var has = $$(".chip", c).some(function (ch) { return ch.textContent.trim() === tag; });
+      c.hidden = !has;
+      if (has) shown++;
+    });
+    var bar = el("p", "tag-filter");
+    bar.appendChild(doc.createTextNode(t("tag_filter", "Runbooks tagged:") + " "));
+    bar.appendChild(el("span", "chip chip-active", tag));
+    bar.appendChild(doc.createTextNode(" (" + shown + ") "));
+    var all = el("a", "tag-filter-clear", t("show_all", "Show all"));
+    all.href = location.pathname;
+    bar.appendChild(all);
+    var list = $(".cards");
+    list.parentNode.insertBefore(bar, list);
+  }
+
   // ---------- small enhancements ----------
   function initDecor() {
     ["local", "ssh", "kube", "manual"].forEach(function (k) {
@@ -1107,7 +1200,7 @@
   // ---------- start ----------
   function start() {
     [fixFileLinks, initTheme, initSidebar, initParams, initSubstitution, initTabs, initSteps, initCopy, initRun,
-      initDecor, initSearch, initSpy].forEach(function (f) {
+      initDecor, initWrap, initTagFilter, initSearch, initSpy].forEach(function (f) {
       try { f(); } catch (e) { console.error("cairn: " + (f.name || "init") + ": ", e); }
     });
     try { update(); } catch (e) { console.error("cairn: update: ", e); }
