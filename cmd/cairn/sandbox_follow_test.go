@@ -125,6 +125,12 @@ func TestExecutorFollowsSandbox(t *testing.T) {
 	if v.Sandbox.State != "absent" || v.Kube != "" || len(v.Hosts) != 0 {
 		t.Fatalf("before the sandbox: %+v", v)
 	}
+	// The start-up message says what is missing, not that a kubeconfig
+	// nobody has is broken.
+	if home, _ := os.UserHomeDir(); !fileExists(filepath.Join(home, ".kube", "config")) &&
+		!strings.Contains(d.stderr.String(), "kube blocks are off: no cluster: no --kubeconfig, $KUBECONFIG is unset and "+filepath.Join(home, ".kube", "config")+" does not exist") {
+		t.Errorf("start-up message:\n%s", d.stderr.String())
+	}
 	code, body, _ := d.call(t, "POST", "/api/runs", map[string]any{"runbook": "follow", "block": "ns", "hash": d.blockHash(t, "follow", "ns")}, nil)
 	if code != 503 || !strings.Contains(body, "target_off") || !strings.Contains(body, "kube blocks are off") || !strings.Contains(body, "cairn sandbox up") {
 		t.Errorf("kube block without a cluster: %d %s", code, body)
@@ -144,6 +150,13 @@ func TestExecutorFollowsSandbox(t *testing.T) {
 		t.Errorf("ssh block on the sandbox: %s %q %v", rec.Status, rec.Output, rec.Reasons)
 	}
 	d.waitSaid(t, "executor: the sandbox is up")
+	// cairn run --sandbox=yes finds the sandbox CAIRN_SANDBOX_DIR names
+	// (what `cairn sandbox env` exports for one started with --state-dir).
+	code, out, errOut := run(t, "run", filepath.Join(d.content, "follow.md"), "--content", d.content, "--sandbox", "yes", "--block", "ns",
+		"--journal", filepath.Join(t.TempDir(), "j.db"))
+	if code != exitOK || !strings.Contains(out+errOut, "using the running sandbox ("+sbDir+")") {
+		t.Errorf("cairn run --sandbox=yes with %s=%s: exit %d\n%s%s", sandbox.EnvStateDir, sbDir, code, out, errOut)
+	}
 
 	sandboxCLI(t, "down", "--state-dir", sbDir)
 	d.waitTargets(t, 20*time.Second, "the executor notices the sandbox is gone", func(v TargetsView) bool {

@@ -33,6 +33,7 @@ import (
 // realDaemon is a running `cairn daemon`.
 type realDaemon struct {
 	base, token string
+	content     string
 	stderr      *syncBuffer
 	journal     string
 	stop        func()
@@ -70,7 +71,7 @@ func startDaemon(t *testing.T, dir string, extra ...string) *realDaemon {
 	for {
 		out := stderr.String()
 		if l, tk := listenRe.FindStringSubmatch(out), tokenRe.FindStringSubmatch(out); l != nil && tk != nil {
-			return &realDaemon{base: l[1], token: tk[1], stderr: stderr, journal: journal, stop: stop}
+			return &realDaemon{base: l[1], token: tk[1], content: dir, stderr: stderr, journal: journal, stop: stop}
 		}
 		select {
 		case err := <-done:
