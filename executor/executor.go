@@ -72,6 +72,9 @@ type HostResult struct {
 	// Objects are what a native kube action returned (unstructured JSON
 	// values), for jsonpath expectations and captures.
 	Objects []any
+	// Before are the same objects as first read, for checks over time
+	// (expect.lease: was the Lease renewed while Cairn watched?).
+	Before []any
 }
 
 // Sentinel errors.

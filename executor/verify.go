@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/cairn-dev/cairn/runbook"
 )
@@ -71,6 +72,11 @@ func Verify(b *runbook.Block, hosts []HostResult, outputs map[string]string, oc 
 		for _, sim := range e.Similar {
 			if ok, why := Similar(sim.Content, out); !ok {
 				fail("%soutput is not similar to the expected output (line %d of it): %s", where, sim.BodyPos.Line, why)
+			}
+		}
+		if e.Lease != nil {
+			if ok, why := CheckLease(h.Before, h.Objects, e.Lease, time.Now()); !ok {
+				fail("%s%s", where, why)
 			}
 		}
 		if len(e.JSONPath) > 0 || e.Count >= 0 {
@@ -257,4 +263,73 @@ func errSuffix(err error) string {
 		return ""
 	}
 	return " (" + err.Error() + ")"
+}
+
+// Lease is what expect.lease reads of a coordination.k8s.io Lease.
+type Lease struct {
+	Name     string
+	Holder   string
+	Renew    time.Time
+	Duration time.Duration
+}
+
+// LeaseOf reads a Lease object (unstructured JSON); ok is false when obj
+// is not one.
+func LeaseOf(obj any) (Lease, bool) {
+	m, _ := obj.(map[string]any)
+	spec, _ := m["spec"].(map[string]any)
+	md, _ := m["metadata"].(map[string]any)
+	if spec == nil || md == nil {
+		return Lease{}, false
+	}
+	l := Lease{Duration: 15 * time.Second}
+	l.Name, _ = md["name"].(string)
+	if ns, _ := md["namespace"].(string); ns != "" {
+		l.Name = ns + "/" + l.Name
+	}
+	l.Holder, _ = spec["holderIdentity"].(string)
+	if s, _ := spec["renewTime"].(string); s != "" {
+		l.Renew, _ = time.Parse(time.RFC3339Nano, s)
+	}
+	switch d := spec["leaseDurationSeconds"].(type) {
+	case float64:
+		l.Duration = time.Duration(d) * time.Second
+	case int64:
+		l.Duration = time.Duration(d) * time.Second
+	case int:
+		l.Duration = time.Duration(d) * time.Second
+	}
+	return l, true
+}
+
+// CheckLease is expect.lease: the Lease (after, one object) is held by a
+// holder matching holder, has not expired at now (renewTime +
+// leaseDurationSeconds), and, when before is given, was renewed between
+// the two reads. A holder that exited leaves a Lease that names it: only
+// the renewal tells a live holder from a dead one.
+func CheckLease(before, after []any, holder *regexp.Regexp, now time.Time) (bool, string) {
+	if len(after) != 1 {
+		return false, fmt.Sprintf("expect.lease: expected one Lease, found %d objects", len(after))
+	}
+	l, ok := LeaseOf(after[0])
+	if !ok {
+		return false, "expect.lease: the object is not a Lease"
+	}
+	switch {
+	case l.Holder == "":
+		return false, fmt.Sprintf("lease %s has no holder", l.Name)
+	case !holder.MatchString(l.Holder):
+		return false, fmt.Sprintf("lease %s is held by %q, want a holder matching /%s/", l.Name, l.Holder, holder.String())
+	case l.Renew.IsZero():
+		return false, fmt.Sprintf("lease %s (holder %q) has no renewTime", l.Name, l.Holder)
+	case now.Sub(l.Renew) > l.Duration:
+		return false, fmt.Sprintf("lease %s: holder %q stopped renewing: last renewal %s, expired %s ago", l.Name, l.Holder,
+			l.Renew.UTC().Format(time.RFC3339), now.Sub(l.Renew.Add(l.Duration)).Round(time.Second))
+	}
+	if len(before) == 1 {
+		if b, ok := LeaseOf(before[0]); ok && b.Holder == l.Holder && !l.Renew.After(b.Renew) {
+			return false, fmt.Sprintf("lease %s: holder %q did not renew while watched (renewTime stayed %s)", l.Name, l.Holder, l.Renew.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	return true, ""
 }

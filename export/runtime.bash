@@ -1019,6 +1019,45 @@ cairn_expect_count() { # I N
 	[[ $n == "$2" ]] || cairn_fail_check "$1" "expected $2 objects, found $n"
 }
 
+# cairn_expect_lease I PCRE SHOWN: expect.lease. The selected Lease is held
+# by a holder matching PCRE, and that holder renews it while the script
+# watches (at most leaseDurationSeconds + 1 s): a holder that exited leaves
+# its name in the Lease, and only a renewal tells it from a live one.
+cairn_expect_lease() {
+	local i=$1 re=$2 shown=$3 fmt='jsonpath={.spec.holderIdentity}{"\t"}{.spec.renewTime}{"\t"}{.spec.leaseDurationSeconds}'
+	local line holder renew dur h2 r2 end t0
+	if ! line=$(cairn_kctl get "${cairn_sel[@]}" -o "$fmt" </dev/null 2>&1); then
+		cairn_fail_check "$i" "cannot read the lease: $(cairn_oneline "$line")"
+		return 0
+	fi
+	IFS=$'\t' read -r holder renew dur <<<"$line"
+	[[ $dur =~ ^[0-9]+$ ]] || dur=15
+	if [[ -z $holder ]]; then
+		cairn_fail_check "$i" "the lease has no holder"
+		return 0
+	fi
+	if ! printf '%s\n' "$holder" | LC_ALL=C grep -qP -- "$re"; then
+		cairn_fail_check "$i" "the lease is held by \"$holder\", want a holder matching $shown"
+		return 0
+	fi
+	end=$((SECONDS + dur + 1))
+	while ((SECONDS < end)); do
+		sleep 0.25
+		line=$(cairn_kctl get "${cairn_sel[@]}" -o "$fmt" </dev/null 2>/dev/null) || continue
+		IFS=$'\t' read -r h2 r2 _ <<<"$line"
+		if [[ $h2 != "$holder" || $r2 != "$renew" ]]; then
+			cairn_say "  # lease held by $h2, renewed $renew -> $r2"
+			return 0
+		fi
+	done
+	t0=$(date -d "$renew" +%s 2>/dev/null) || t0=0
+	if (($(date +%s) > t0 + dur)); then
+		cairn_fail_check "$i" "holder \"$holder\" stopped renewing: last renewal $renew"
+	else
+		cairn_fail_check "$i" "holder \"$holder\" did not renew while watched (renewTime stayed $renew)"
+	fi
+}
+
 # cairn_expect_jsonpath I COLUMN PATH OP VALUE: PATH (OP VALUE) on every
 # object of the selection.
 cairn_expect_jsonpath() {

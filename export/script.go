@@ -730,7 +730,7 @@ func (g *gen) kube(b *runbook.Block, secs string) {
 	g.p("}\n")
 
 	// The objects the block's JSONPath checks, count and captures read.
-	if len(b.Expect.JSONPath) == 0 && b.Expect.Count < 0 && !hasJSONPathCapture(b) {
+	if len(b.Expect.JSONPath) == 0 && b.Expect.Count < 0 && !hasJSONPathCapture(b) && b.Expect.Lease == nil {
 		return
 	}
 	g.p("%s() {\n", fn("select", b))
@@ -821,6 +821,15 @@ func (g *gen) verify(b *runbook.Block) {
 				continue
 			}
 			g.p("\tcairn_expect_jsonpath \"$1\" %s %s %s %s\n", q(col), q(jc.Path), q(jc.Op), q(jc.Value))
+		}
+	}
+	if e.Lease != nil {
+		if !native {
+			g.fail(b, "expect.lease needs action=get kind=Lease name=...")
+		} else {
+			g.pcre = true
+			g.p("\t%s\n", fn("select", b))
+			g.p("\tcairn_expect_lease \"$1\" %s %s\n", q(pcreMatch(e.Lease)), q(oneLine(shownRegexp(e.Lease))))
 		}
 	}
 	g.p("\treturn 0\n}\n")

@@ -42,6 +42,7 @@ var (
 		"expect.match":        {repeat: true},
 		"expect.jsonpath":     {repeat: true, targets: []Target{TargetKube}},
 		"expect.count":        {targets: []Target{TargetKube}},
+		"expect.lease":        {targets: []Target{TargetKube}},
 		"secret":              {},
 		"redact":              {repeat: true},
 		"hosts":               {targets: []Target{TargetSSH}},
@@ -356,6 +357,13 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 			}
 		case key == "expect.count":
 			b.Expect.Count = integer(0)
+		case key == "expect.lease":
+			// "any": any holder; else a regular expression for holderIdentity.
+			if a.Value == "any" || a.Value == "" {
+				b.Expect.Lease = regexp.MustCompile(`.`)
+			} else if re := regex(); re != nil {
+				b.Expect.Lease = re
+			}
 		case strings.HasPrefix(key, "capture."):
 			cname := strings.TrimPrefix(key, "capture.")
 			c := &Capture{Name: cname}
@@ -559,6 +567,9 @@ func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) 
 func (p *parseState) checkKube(b *Block, seen map[string]Attr, pos func(Attr) Pos, isShell bool) {
 	blk := fmt.Sprintf("block %q", b.ID)
 	where := b.Pos
+	if b.Expect.Lease != nil && b.Action != "get" {
+		p.errf(where, "%s: expect.lease needs action=get kind=Lease name=... (add retries= to wait for a holder)", blk)
+	}
 	if b.Action == "" {
 		if !isShell {
 			p.errf(where, "%s: target=kube needs action=%s, or a bash block that calls kubectl", blk, strings.Join(kubeActions, "|"))
@@ -603,6 +614,9 @@ func (p *parseState) checkKube(b *Block, seen map[string]Attr, pos func(Attr) Po
 	case "get":
 		need(b.Kind != "", "needs kind=...")
 		need(body == "", "takes no body; use attributes")
+		if b.Expect.Lease != nil {
+			need(IsLeaseKind(b.Kind) && b.Name != "", "expect.lease needs kind=Lease and name=... (one Lease)")
+		}
 	case "delete":
 		need(b.Kind != "", "needs kind=...")
 		need(b.Name != "" || b.Selector != "" || b.FieldSelector != "", "needs name=, selector= or field-selector= (Cairn never deletes every object of a kind)")
@@ -631,6 +645,15 @@ func (p *parseState) checkKube(b *Block, seen map[string]Attr, pos func(Attr) Po
 			p.errf(pos(seen["replicas"]), "%s: replicas must be a count ≥ 0 or a parameter reference, not %q", blk, b.Replicas)
 		}
 	}
+}
+
+// IsLeaseKind reports whether kind names coordination.k8s.io Leases.
+func IsLeaseKind(kind string) bool {
+	switch strings.ToLower(kind) {
+	case "lease", "leases", "lease.coordination.k8s.io", "leases.coordination.k8s.io":
+		return true
+	}
+	return false
 }
 
 // checkRefs records the parameters and captures a block uses and reports

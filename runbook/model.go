@@ -253,6 +253,10 @@ type Expect struct {
 	JSONPath    []JSONPathCheck
 	Count       int // -1 when not set
 	Similar     []*Block
+	// Lease (expect.lease) checks a Lease object: held by a holder matching
+	// the expression, not expired, and renewed while Cairn watches (for at
+	// most its leaseDurationSeconds). nil when not set.
+	Lease *regexp.Regexp
 }
 
 // JSONPathCheck is expect.jsonpath: Path, and optionally Op ("=" or "!=") and Value.

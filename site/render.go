@@ -451,6 +451,13 @@ func describeExpect(b *runbook.Block, t Strings) []string {
 	for _, j := range e.JSONPath {
 		out = append(out, html.EscapeString(t["expect_jsonpath"])+" "+code(j.Path+j.Op+j.Value))
 	}
+	if e.Lease != nil {
+		holder := e.Lease.String()
+		if holder == "." {
+			holder = "any"
+		}
+		out = append(out, html.EscapeString(t["expect_lease"])+" "+code(holder))
+	}
 	if e.Count >= 0 {
 		out = append(out, html.EscapeString(t["expect_count"])+" "+code(strconv.Itoa(e.Count)))
 	}

@@ -226,7 +226,7 @@ func (r *Runner) Run(ctx context.Context, job *executor.Job, out executor.Sink) 
 	res := executor.HostResult{Host: r.target.Context, Exit: -1, Start: time.Now()}
 	p := &printer{sink: out, host: r.target.Context}
 	objs, exit, err := r.run(ctx, job, p)
-	res.Objects, res.Exit, res.Err = objs, exit, err
+	res.Objects, res.Exit, res.Err, res.Before = objs, exit, err, p.before
 	res.Duration = time.Since(res.Start)
 	return []executor.HostResult{res}, nil
 }
@@ -312,6 +312,7 @@ type action struct {
 	replicas      string
 	waitFor       string
 	all           bool
+	lease         bool   // expect.lease: watch the Lease for a renewal
 	body          []byte // JSON documents, one per line (runbook.Manifest.Fill)
 	manifest      *runbook.Manifest
 }
@@ -343,6 +344,7 @@ func newAction(b *runbook.Block, env map[string]string) (*action, error) {
 		replicas:      sub("replicas", b.Replicas, isCount, "a count"),
 		waitFor:       sub("for", b.For, isSelectorValue, "a condition name or value"),
 		all:           b.All,
+		lease:         b.Expect.Lease != nil,
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: block %q: %s", executor.ErrBadParam, b.ID, strings.Join(problems, "; "))
@@ -504,6 +506,9 @@ func (r *Runner) client(res resource, ns string) dynamic.ResourceInterface {
 type printer struct {
 	sink executor.Sink
 	host string
+	// before holds the objects as first read when an action reads them
+	// twice (expect.lease); Run reports them as HostResult.Before.
+	before []any
 }
 
 func (p *printer) printf(format string, args ...any) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cairn-dev/cairn/executor"
 )
 
 // listChunk is the page size of lists, as kubectl's --chunk-size.
@@ -39,6 +42,11 @@ func (r *Runner) get(ctx context.Context, a *action, p *printer) ([]any, error) 
 			return nil, fmt.Errorf("get %s: %w", res.ref(a.name), err)
 		}
 		objs = []any{plain(u)}
+		if a.lease {
+			if objs, err = r.watchRenewal(ctx, c, a, objs, p); err != nil {
+				return objs, err
+			}
+		}
 	} else {
 		l, err := list(ctx, c, metav1.ListOptions{LabelSelector: a.selector, FieldSelector: a.fieldSelector})
 		if err != nil {
@@ -76,6 +84,40 @@ func (r *Runner) get(ctx context.Context, a *action, p *printer) ([]any, error) 
 		p.write(y)
 	}
 	return objs, nil
+}
+
+// watchRenewal reads a Lease again until its renewTime moves, for at most
+// its leaseDurationSeconds (plus a second): a live holder renews well
+// within that (client-go renews every retryPeriod, 2 s by default), a dead
+// one never does. The first read goes to p.before; the last is returned.
+func (r *Runner) watchRenewal(ctx context.Context, c dynamic.ResourceInterface, a *action, objs []any, p *printer) ([]any, error) {
+	p.before = objs
+	first, ok := executor.LeaseOf(objs[0])
+	if !ok || first.Holder == "" {
+		return objs, nil // the check says what is wrong
+	}
+	deadline := time.Now().Add(first.Duration + time.Second)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	last := objs
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-t.C:
+		}
+		u, err := c.Get(ctx, a.name, metav1.GetOptions{})
+		if err != nil {
+			return last, fmt.Errorf("get lease %s again: %w", a.name, err)
+		}
+		last = []any{plain(u)}
+		if l, ok := executor.LeaseOf(last[0]); ok && (l.Holder != first.Holder || l.Renew.After(first.Renew)) {
+			p.printf("# lease %s: held by %s, renewed %s → %s\n", l.Name, l.Holder, first.Renew.UTC().Format(time.RFC3339Nano), l.Renew.UTC().Format(time.RFC3339Nano))
+			return last, nil
+		}
+	}
+	p.printf("# lease %s: renewTime stayed %s for %s\n", first.Name, first.Renew.UTC().Format(time.RFC3339Nano), first.Duration+time.Second)
+	return last, nil
 }
 
 // listOf wraps objects the way kubectl prints several: a v1 List.
