@@ -7,13 +7,15 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
@@ -193,26 +197,31 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 		if _, err := b.prepare(t, "patch-kcm-lock-role", false); !errors.Is(err, executor.ErrNeedsConfirm) {
 			t.Fatalf("unconfirmed patch: %v, want ErrNeedsConfirm", err)
 		}
+		granted := canI(t, k, "get", migrationLease) && canI(t, k, "update", migrationLease)
 		rec := b.verify(t, "patch-kcm-lock-role", true)
-		if !strings.Contains(rec.Output, "role.rbac.authorization.k8s.io/"+kcmLockRole+" patched") {
-			t.Errorf("kubectl patch said:\n%s", rec.Output)
-		}
 		r, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !isMigrationRule(r.Rules) {
-			t.Errorf("rules after the merge patch: %+v, want the one migration Lease rule", r.Rules)
+		if granted {
+			// Today's bootstrap Role already grants every lease: left as it is.
+			if !strings.Contains(rec.Output, "already granted") || !reflect.DeepEqual(r.Rules, orig.Rules) {
+				t.Errorf("the Role was changed though it already granted the lease:\n%s\n%+v", rec.Output, r.Rules)
+			}
+		} else {
+			// An older Role: one rule added, every earlier one kept.
+			if !strings.Contains(rec.Output, "role.rbac.authorization.k8s.io/"+kcmLockRole+" patched") ||
+				len(r.Rules) != len(orig.Rules)+1 || !reflect.DeepEqual(r.Rules[:len(orig.Rules)], orig.Rules) || !isMigrationRule(r.Rules[len(orig.Rules):]) {
+				t.Errorf("rules after the patch: %+v (before %+v)\n%s", r.Rules, orig.Rules, rec.Output)
+			}
 		}
 		for _, verb := range []string{"get", "update"} {
 			if !canI(t, k, verb, migrationLease) {
 				t.Errorf("%s may not %s lease %s after the patch", kcmUser, verb, migrationLease)
 			}
 		}
-		// The merge patch replaced the rules, as the runbook's caution says:
-		// a lease the old rules covered is no longer granted by the Role.
-		if otherBefore && canI(t, k, "get", "cairn-unrelated-lease") {
-			t.Errorf("%s may still get an unrelated lease: the merge patch did not replace the rules", kcmUser)
+		if otherBefore != canI(t, k, "get", "cairn-unrelated-lease") {
+			t.Errorf("%s's access to an unrelated lease changed", kcmUser)
 		}
 	})
 
@@ -232,7 +241,8 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !isMigrationRule(r.Rules) {
+		// The provider's rule stays; the migration rule is added after it.
+		if len(r.Rules) != 2 || !slices.Equal(r.Rules[0].Resources, []string{"configmaps"}) || !isMigrationRule(r.Rules[1:]) {
 			t.Errorf("%s rules after the patch: %+v", ccmRole, r.Rules)
 		}
 	})
@@ -244,7 +254,9 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 		}
 		b.verify(t, "check-no-ccm-lease", false)
 
-		// KCM's own lock, as a leader-electing KCM holds it.
+		// KCM's own lock and the migration lock, held the way a
+		// leader-electing KCM holds them: client-go's leader election,
+		// renewing. (Still the test, not a KCM: issue #11 brings the real one.)
 		holder := "cp0_" + k.Namespace
 		for _, name := range []string{"kube-controller-manager", migrationLease} {
 			if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -252,34 +264,57 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = leases.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 		}
-		if _, err := leases.Create(ctx, lease("kube-controller-manager", holder), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if rec := b.verify(t, "check-kcm-lease", false); !strings.Contains(rec.Output, "holderIdentity: "+holder) {
+		stopKCM := holdLease(t, k, "kube-controller-manager", holder)
+		if rec := b.verify(t, "check-kcm-lease", false); !strings.Contains(rec.Output, "holderIdentity: "+holder) || !strings.Contains(rec.Output, "renewed") {
 			t.Errorf("check-kcm-lease printed:\n%s", rec.Output)
 		}
-		// The migration lock appears a moment after the wait starts.
-		created := make(chan error, 1)
+		// The migration lock appears a moment after the check starts.
+		stopMig := make(chan func(), 1)
 		go func() {
 			time.Sleep(time.Second)
-			_, err := leases.Create(context.Background(), lease(migrationLease, holder), metav1.CreateOptions{})
-			created <- err
+			stopMig <- holdLease(t, k, migrationLease, holder)
 		}()
-		rec := b.verify(t, "wait-migration-lease", false)
-		if err := <-created; err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(rec.Output, "does not exist yet") || !strings.Contains(rec.Output, "lease.coordination.k8s.io/"+migrationLease+" condition met") {
-			t.Errorf("wait-migration-lease did not wait for the Lease:\n%s", rec.Output)
-		}
+		b.verify(t, "wait-migration-lease", false)
 		if rec := b.verify(t, "check-owner-kcm", false); !strings.Contains(rec.Output, migrationLease+": "+holder) {
 			t.Errorf("check-owner-kcm printed:\n%s", rec.Output)
+		}
+		// KCM killed: its name stays in both Leases, and the checks fail.
+		stopKCM()
+		(<-stopMig)()
+		rec := b.run(t, "check-kcm-lease", false, time.Minute)
+		if rec.Status == executor.StatusVerified || !regexp.MustCompile(`did not renew|stopped renewing`).MatchString(strings.Join(rec.Reasons, " ")) {
+			t.Errorf("check-kcm-lease passed a dead holder: %s %q", rec.Status, rec.Reasons)
 		}
 	})
 }
 
-func lease(name, holder string) *coordinationv1.Lease {
-	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+// holdLease holds kube-system/name as identity with client-go's leader
+// election (what controller managers run) until the returned stop, which
+// stops renewing without releasing, as a killed process would.
+func holdLease(t *testing.T, k *testrig.KubeEnv, name, identity string) func() {
+	t.Helper()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, "kube-system", name, k.Client.CoreV1(), k.Client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	leading, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second,
+			Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) { close(leading) }, OnStoppedLeading: func() {}},
+		})
+	}()
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	select {
+	case <-leading:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("could not take lease %s", name)
+	}
+	return stop
 }
 
 // isMigrationRule reports whether rules are exactly the runbook's one rule
