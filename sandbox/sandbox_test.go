@@ -160,15 +160,7 @@ func TestLoopbackMode(t *testing.T) {
 // Down returns only once a session still open and a process a session
 // detached with setsid are both gone, not just the sshd listeners.
 func TestDownStopsWhatSessionsLeft(t *testing.T) {
-	skipShort(t)
-	sb, err := sandbox.Up(ctxT(t, 3*time.Minute), sandbox.Options{StateDir: t.TempDir() + "/sb", NoKube: true, Network: sandbox.NetworkLoopback,
-		Hosts: []sandbox.HostSpec{{Name: "l0"}}, DieWithParent: true})
-	if err != nil {
-		if errors.Is(err, sandbox.ErrMissing) && os.Getenv("CI") != "true" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	sb := up(t, sandbox.Options{NoKube: true, Network: sandbox.NetworkLoopback, Hosts: []sandbox.HostSpec{{Name: "l0"}}})
 	inv := sb.Inventory()
 	// A detached process: its session ends, it is re-parented away from sshd.
 	detached, err := strconv.Atoi(strings.TrimSpace(sshOutput(t, inv, "l0", "setsid sleep 601 </dev/null >/dev/null 2>&1 & echo $!")))

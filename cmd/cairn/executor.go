@@ -70,14 +70,18 @@ func (x *execSetup) Close() {
 // follow keeps the targets in step with the sandbox until Close; say gets
 // one line per change.
 func (x *execSetup) follow(ctx context.Context, say func(string)) {
+	x.background(ctx, func(ctx context.Context) { x.targets.follow(ctx, followInterval, say) })
+}
+
+// background runs f until Close, which cancels it and waits for it.
+// Closers run in reverse, so it stops before the targets it uses close.
+func (x *execSetup) background(ctx context.Context, f func(context.Context)) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		x.targets.follow(ctx, followInterval, say)
+		f(ctx)
 	}()
-	// Closers run in reverse: this one stops the poller before the targets
-	// it swaps are closed.
 	x.closers = append(x.closers, func() { cancel(); <-done })
 }
 

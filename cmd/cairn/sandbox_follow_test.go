@@ -286,7 +286,7 @@ func TestSandboxCannotStartPage(t *testing.T) {
 	if _, err := chromedp.Run(actx, chromedp.Navigate(base+"follow/#cairn-token="+token)); err != nil {
 		fail(err)
 	}
-	if _, err := chromedp.Run(actx, chromedp.Poll[bool](`!!((document.getElementById("cairn-exec-status")||{}).textContent||"").indexOf("local blocks still run") > 0`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+	if _, err := chromedp.Run(actx, chromedp.Poll[bool](`(((document.getElementById("cairn-exec-status") || {}).textContent || "").indexOf("local blocks still run") > 0)`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		fail(err)
 	}
 	pill, err := chromedp.Run(actx, chromedp.Evaluate[string](`document.getElementById("cairn-exec-status").textContent`))

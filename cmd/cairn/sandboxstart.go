@@ -33,13 +33,7 @@ const whatStillWorks = "local blocks still run; kube and ssh blocks need a clust
 // `make run` reuses it; a serve stopped half-way stops the build or the
 // start-up with it.
 func (x *execSetup) startSandbox(ctx context.Context, build string, say func(string)) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		x.targets.start(ctx, build, say)
-	}()
-	x.closers = append(x.closers, func() { cancel(); <-done })
+	x.background(ctx, func(ctx context.Context) { x.targets.start(ctx, build, say) })
 }
 
 func (t *targets) start(ctx context.Context, build string, say func(string)) {
