@@ -14,6 +14,16 @@ const (
 	EtcdVersion = "v3.6.16"
 )
 
+// The CCM leader-migration runbook's components, built into the same
+// directory by scripts/sandbox-bins.sh (sandbox/build/kcm-n and
+// sandbox/build/ccm): KCM "version N" and the CCM "version N+1", each with
+// the fake cloud provider.
+const (
+	KCMNVersion = "v1.30.14"
+	BinKCMN     = "kube-controller-manager-n"
+	BinCCM      = "cloud-controller-manager"
+)
+
 // BinKey names the cache directory of one set of binaries.
 const BinKey = KubeVersion + "-etcd" + "3.6.16"
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # sandbox-bins.sh builds the sandbox's server binaries (etcd, kube-apiserver,
-# kube-controller-manager) from the builder modules in sandbox/build and
+# kube-controller-manager, and for the CCM runbook kube-controller-manager-n
+# (v1.30) and cloud-controller-manager) from the builder modules in
+# sandbox/build and
 # caches them outside the repo, keyed by version:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/cairn/sandbox/v1.37.2-etcd3.6.16/bin/
@@ -18,6 +20,7 @@ set -euo pipefail
 KUBE_VERSION=v1.37.2
 KUBE_MINOR=37
 ETCD_VERSION=v3.6.16
+KCM_N_VERSION=v1.30.14
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 key="${KUBE_VERSION}-etcd${ETCD_VERSION#v}"
@@ -73,4 +76,10 @@ total=$SECONDS
 build etcd sandbox/build/etcd go.etcd.io/etcd/server/v3
 build kube-apiserver sandbox/build k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
 build kube-controller-manager sandbox/build k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+# The CCM leader-migration runbook's two sides: a KCM of a release that still
+# runs cloud controllers and Leader Migration (v1.30, "version N") and a
+# cloud-controller-manager at the sandbox's release ("N+1"), both with
+# k8s.io/cloud-provider's fake provider registered as "fake".
+build kube-controller-manager-n sandbox/build/kcm-n . "-s -w -X k8s.io/component-base/version.gitVersion=$KCM_N_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=30"
+build cloud-controller-manager sandbox/build/ccm . "$kube_ldflags"
 echo "sandbox-bins: binaries ready in $bin ($((SECONDS - total))s)"

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/sandbox"
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+)
+
+// controllerManager is a real kube-controller-manager-n or
+// cloud-controller-manager process this test started, its log in a file.
+type controllerManager struct {
+	cmd *exec.Cmd
+	log string
+}
+
+// startCM starts bin from the sandbox's bin dir against the rig's cluster
+// with Leader Migration on, the fake cloud provider, and leader election
+// timings short enough for a test (6 s leases, renewed every second).
+func startCM(t *testing.T, k *testrig.KubeEnv, bin, config, logName string, extra ...string) *controllerManager {
+	t.Helper()
+	path := filepath.Join(sandbox.BinDir(), bin)
+	logPath := filepath.Join(t.TempDir(), logName)
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--kubeconfig=" + k.Kubeconfig, "--leader-elect=true", "--cloud-provider=fake",
+		"--enable-leader-migration", "--leader-migration-config=" + config, "--secure-port=0",
+		"--allocate-node-cidrs", "--cluster-cidr=10.96.0.0/12", "--configure-cloud-routes=true",
+		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s", "-v=2"}, extra...)
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cm := &controllerManager{cmd: cmd, log: logPath}
+	t.Cleanup(func() {
+		cm.kill()
+		if t.Failed() {
+			t.Logf("%s (last lines):\n%s", logName, tail(cm.text(), 25))
+		}
+	})
+	return cm
+}
+
+// kill stops the process the way a crash or a node loss does: SIGKILL, no
+// lease released.
+func (c *controllerManager) kill() {
+	if c.cmd.ProcessState == nil {
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		_ = c.cmd.Wait()
+	}
+}
+
+func (c *controllerManager) text() string {
+	b, _ := os.ReadFile(c.log)
+	return string(b)
+}
+
+// waitLog waits (bounded) until the log matches re.
+func (c *controllerManager) waitLog(t *testing.T, re string, within time.Duration) {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	for deadline := time.Now().Add(within); !rx.MatchString(c.text()); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %q within %s:\n%s", filepath.Base(c.log), re, within, tail(c.text(), 30))
+		}
+	}
+}
+
+var cloudControllers = []string{"service-lb-controller", "node-route-controller", "cloud-node-lifecycle-controller"}
+
+// startedBeforeMigrationLock lists the cloud controllers the log shows
+// starting before the process held the migration lease: controllers that
+// run under a component's own lock, alongside the other side's.
+func startedBeforeMigrationLock(log string) []string {
+	cut := strings.Index(log, "leader migration: starting migrated controllers")
+	if cut < 0 {
+		cut = len(log)
+	}
+	var out []string
+	for _, c := range cloudControllers {
+		if startedRe(c).MatchString(log[:cut]) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// startedRe matches either manager's log line for starting controller c
+// (KCM: "Starting controller" controller="c"; the CCM: Starting "c").
+func startedRe(c string) *regexp.Regexp {
+	return regexp.MustCompile(`"Start(ing|ed) controller" controller="` + c + `"|Start(ing|ed) "` + c + `"`)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// TestBundledCCMHandover runs the leader-migration runbook's own blocks
+// through the executor against a real kube-controller-manager v1.30.14
+// ("version N") and a real cloud-controller-manager v1.37.2 ("N+1"), both
+// with the fake cloud provider, on the sandbox's apiserver; the config file
+// is written by the runbook's block over SSH on a sandbox host. The
+// handover: KCM holds both leases; the CCM starts, takes its own lease and
+// waits; killing KCM hands the migration lease to the CCM within the lease
+// duration, and only then does it start the cloud controllers; the lease
+// checks fail on the dead holder. With the old controller names (legacy)
+// the CCM starts the cloud controllers at once, under its own lock, while
+// KCM runs them too: the case the runbook used to allow.
+func TestBundledCCMHandover(t *testing.T) {
+	for _, b := range []string{sandbox.BinKCMN, sandbox.BinCCM} {
+		if _, err := os.Stat(filepath.Join(sandbox.BinDir(), b)); err != nil {
+			if testrig.InCI() {
+				t.Fatalf("%s not built (scripts/sandbox-bins.sh): %v", b, err)
+			}
+			t.Skipf("%s not built; run scripts/sandbox-bins.sh", b)
+		}
+	}
+	k := testrig.Kube(t)
+	s := testrig.SSH(t)
+	ctx := ctxFor(t, 10*time.Minute)
+	leases := k.Client.CoordinationV1().Leases("kube-system")
+	for _, name := range []string{"kube-controller-manager", migrationLease, "cloud-controller-manager"} {
+		if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Skipf("kube-system already has a %s Lease (%v)", name, err)
+		}
+		t.Cleanup(func() { _ = leases.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	host := s.Inventory.Hosts[0].Name
+	// The sandbox's hosts share /tmp with this machine: the file the
+	// runbook's block writes on the host is the one the processes read.
+	config := filepath.Join(t.TempDir(), "leadermigration.conf")
+	params := map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host, "LEADER_MIGRATION_FILE": config,
+		"LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true"}
+	b := newBundled(t, "ccm-leader-migration.md", k, s, params)
+
+	rec := b.verify(t, "write-kcm-config-wildcard", false)
+	for _, c := range cloudControllers {
+		if !strings.Contains(rec.Output, "name: "+c) {
+			t.Fatalf("the written configuration lacks %s:\n%s", c, rec.Output)
+		}
+	}
+
+	// Version N: KCM leader-elects with Leader Migration.
+	kcm := startCM(t, k, sandbox.BinKCMN, config, "kcm.log", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+	// The runbook starts with KCM running: wait until it leads.
+	kcm.waitLog(t, `acquired lease kube-system/kube-controller-manager`, 30*time.Second)
+	b.verify(t, "check-kcm-lease", false)
+	b.verify(t, "wait-migration-lease", false)
+	if rec := b.verify(t, "check-owner-kcm", false); !strings.Contains(rec.Output, "owner: kube-controller-manager") {
+		t.Errorf("check-owner-kcm:\n%s", rec.Output)
+	}
+	kcm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+	if early := startedBeforeMigrationLock(kcm.text()); len(early) > 0 {
+		t.Errorf("KCM started %v before it held the migration lease", early)
+	}
+
+	// Version N+1: the CCM joins, takes its own lease, and waits.
+	b.verify(t, "write-ccm-config-wildcard", false)
+	ccm := startCM(t, k, sandbox.BinCCM, config, "ccm.log")
+	b.verify(t, "wait-ccm-lease", false)
+	if rec := b.verify(t, "check-owner-mixed", false); !strings.Contains(rec.Output, "owner: kube-controller-manager") {
+		t.Errorf("check-owner-mixed while KCM holds the lock:\n%s", rec.Output)
+	}
+	time.Sleep(3 * time.Second) // time enough for a wrongly configured CCM to start them
+	if early := startedBeforeMigrationLock(ccm.text()); len(early) > 0 {
+		t.Fatalf("the CCM started %v while KCM held the migration lease: the cloud controllers run twice", early)
+	}
+
+	// KCM dies (a node replaced): the CCM takes over within the lease
+	// duration, and only then starts the cloud controllers.
+	kcm.kill()
+	killed := time.Now()
+	if rec := b.verify(t, "check-owner-ccm", false); !strings.Contains(rec.Output, "owner: cloud-controller-manager") {
+		t.Errorf("check-owner-ccm:\n%s", rec.Output)
+	}
+	ccm.waitLog(t, "leader migration: starting migrated controllers", 30*time.Second)
+	if d := time.Since(killed); d > 40*time.Second {
+		t.Errorf("the handover took %s", d)
+	}
+	ccm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+	if early := startedBeforeMigrationLock(ccm.text()); len(early) > 0 {
+		t.Errorf("the CCM started %v before it held the migration lease", early)
+	}
+	// The dead KCM's name is still in its Lease: the live-lease check says so.
+	if rec := b.run(t, "check-kcm-lease", false, time.Minute); rec.Status == executor.StatusVerified {
+		t.Errorf("check-kcm-lease passed for the killed KCM:\n%s", rec.Output)
+	}
+	ccm.kill()
+	b.verify(t, "remove-migration-config", true)
+
+	// The old names: the CCM does not recognise them as its controllers'
+	// and starts those under its own lock at once, beside the KCM.
+	t.Run("legacy-names-run-twice", func(t *testing.T) {
+		for _, name := range []string{"kube-controller-manager", migrationLease, "cloud-controller-manager"} {
+			_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		legacy := newBundled(t, "ccm-leader-migration.md", k, s, map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host,
+			"LEADER_MIGRATION_FILE": config, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "legacy", "DISABLE_LEADER_MIGRATION": "true"})
+		legacy.verify(t, "write-ccm-config-wildcard", false)
+		kcm := startCM(t, k, sandbox.BinKCMN, config, "kcm-legacy.log", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+		kcm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+		ccm := startCM(t, k, sandbox.BinCCM, config, "ccm-legacy.log")
+		ccm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+		if len(startedBeforeMigrationLock(kcm.text())) == 0 || len(startedBeforeMigrationLock(ccm.text())) == 0 {
+			t.Errorf("with legacy names both sides should run the cloud controllers under their own locks; KCM early %v, CCM early %v",
+				startedBeforeMigrationLock(kcm.text()), startedBeforeMigrationLock(ccm.text()))
+		}
+		legacy.verify(t, "remove-migration-config", true)
+	})
+}
