@@ -82,7 +82,7 @@ func findKubeBins(dir string) (kubeBins, error) {
 			return b, &MissingError{
 				Name:    x.name,
 				Where:   p,
-				Install: "scripts/sandbox-bins.sh (builds " + KubeVersion + " and etcd " + EtcdVersion + " into " + dir + ", about 7 minutes cold on 2 cores)",
+				Install: "scripts/sandbox-bins.sh (builds " + KubeVersion + " and etcd " + EtcdVersion + " into " + dir + ", about 20 minutes cold on 2 cores)",
 			}
 		}
 		*x.dst = p
