@@ -459,6 +459,7 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 	}
 	b.Secrets = secretNames
 
+	p.checkLeaderMigration(b)
 	switch b.Role {
 	case RoleExec:
 		if b.Step != nil {
