@@ -203,8 +203,29 @@ func TestBundledCCMHandover(t *testing.T) {
 	if rec := b.run(t, "check-kcm-lease", false, time.Minute); rec.Status == executor.StatusVerified {
 		t.Errorf("check-kcm-lease passed for the killed KCM:\n%s", rec.Output)
 	}
+
+	// Rollback: version N comes back and the CCM goes (a node rolled back);
+	// the lease returns to KCM.
+	kcm = startCM(t, k, sandbox.BinKCMN, config, "kcm-rollback.log", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+	kcm.waitLog(t, `acquired lease kube-system/kube-controller-manager`, 30*time.Second)
 	ccm.kill()
+	rollback := newBundled(t, "ccm-leader-migration.md", k, s, map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host,
+		"LEADER_MIGRATION_FILE": config, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "ROLLBACK": "true"})
+	if rec := rollback.verify(t, "check-owner-after-rollback", false); !strings.Contains(rec.Output, "owner: kube-controller-manager") {
+		t.Errorf("check-owner-after-rollback:\n%s", rec.Output)
+	}
+	kcm.waitLog(t, "leader migration: starting migrated controllers", 30*time.Second)
+	kcm.kill()
+
+	// Turning Leader Migration off: the file and the migration lease go.
 	b.verify(t, "remove-migration-config", true)
+	if _, err := os.Stat(config); !os.IsNotExist(err) {
+		t.Errorf("remove-migration-config left %s (%v)", config, err)
+	}
+	b.verify(t, "delete-migration-lease", true)
+	if _, err := leases.Get(ctx, migrationLease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the migration lease is still there (%v)", err)
+	}
 
 	// The old names: the CCM does not recognise them as its controllers'
 	// and starts those under its own lock at once, beside the KCM.
