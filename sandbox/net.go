@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -247,39 +248,10 @@ func (sb *Sandbox) NetUp() bool {
 // killInNamespaces SIGKILLs every process whose network namespace is one of
 // links and waits (bounded) until none is left.
 func killInNamespaces(ctx context.Context, links map[string]bool) error {
-	find := func() []int {
-		var pids []int
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			l, err := os.Readlink("/proc/" + e.Name() + "/ns/net")
-			if err == nil && links[l] {
-				pids = append(pids, pid)
-			}
-		}
-		return pids
-	}
-	left := find()
-	for _, pid := range left {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if len(left) == 0 {
-		return nil
-	}
-	if waitFor(context.WithoutCancel(ctx), 5*time.Second, func() bool {
-		for _, pid := range find() {
-			if procAlive(procState{PID: pid}) {
-				return false
-			}
-		}
-		return true
-	}) {
-		return nil
-	}
-	return fmt.Errorf("processes still in the sandbox's network namespaces: %v", find())
+	return killWhere(ctx, "in the sandbox's network namespaces", func(pid int) bool {
+		l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+		return err == nil && links[l]
+	})
 }
 
 // envMarker is the variable sshd puts into every session of a sandbox host.
@@ -293,47 +265,10 @@ func (sb *Sandbox) marker() string { return envMarker + "=" + sb.dir }
 // until none is left.
 func killMarked(ctx context.Context, marker string) error {
 	want := []byte(marker)
-	find := func() []procState {
-		var out []procState
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-			if err != nil {
-				continue
-			}
-			for _, kv := range bytes.Split(env, []byte{0}) {
-				if bytes.Equal(kv, want) {
-					if st, err := procStartTime(pid); err == nil {
-						out = append(out, procState{PID: pid, StartTime: st})
-					}
-					break
-				}
-			}
-		}
-		return out
-	}
-	left := find()
-	for _, p := range left {
-		_ = syscall.Kill(p.PID, syscall.SIGKILL)
-	}
-	if len(left) == 0 {
-		return nil
-	}
-	if waitFor(context.WithoutCancel(ctx), 5*time.Second, func() bool {
-		for _, p := range left {
-			if procAlive(p) {
-				return false
-			}
-		}
-		return true
-	}) {
-		return nil
-	}
-	return fmt.Errorf("processes the sandbox's SSH sessions started still run: %v", find())
+	return killWhere(ctx, "started by the sandbox's SSH sessions", func(pid int) bool {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		return err == nil && slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return bytes.Equal(kv, want) })
+	})
 }
 
 // lockFile takes an exclusive flock on path, polling until ctx is done or

@@ -130,40 +130,90 @@ func (c *child) exited() bool {
 	}
 }
 
-// procStartTime reads field 22 of /proc/PID/stat (start time in clock ticks).
-func procStartTime(pid int) (uint64, error) {
+// procStat returns the fields of /proc/PID/stat after the command name
+// (which is in parentheses and may hold spaces): f[0] is field 3 (state),
+// f[1] field 4 (parent pid), f[19] field 22 (start time in clock ticks).
+func procStat(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return nil, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); field 22 is f[19].
 	if len(f) < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: short", pid)
+		return nil, fmt.Errorf("parse /proc/%d/stat: short", pid)
+	}
+	return f, nil
+}
+
+// procStartTime reads field 22 of /proc/PID/stat (start time in clock ticks).
+func procStartTime(pid int) (uint64, error) {
+	f, err := procStat(pid)
+	if err != nil {
+		return 0, err
 	}
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // procAlive reports whether p still runs (not a zombie) as the same process.
 func procAlive(p procState) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/stat")
-	if err != nil {
+	f, err := procStat(p.PID)
+	if err != nil || f[0] == "Z" || f[0] == "X" {
 		return false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	if b[i+2] == 'Z' || b[i+2] == 'X' {
-		return false
-	}
-	st, err := procStartTime(p.PID)
+	st, err := strconv.ParseUint(f[19], 10, 64)
 	return err == nil && (p.StartTime == 0 || st == p.StartTime)
+}
+
+// allPIDs lists the processes in /proc.
+func allPIDs() []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// killWhere SIGKILLs every process (but this one) for which match holds and
+// waits, bounded even after ctx ends, until none of them is alive; what
+// names them in the error.
+func killWhere(ctx context.Context, what string, match func(pid int) bool) error {
+	find := func() []procState {
+		var out []procState
+		for _, pid := range allPIDs() {
+			if pid == os.Getpid() || !match(pid) {
+				continue
+			}
+			if st, err := procStartTime(pid); err == nil {
+				out = append(out, procState{PID: pid, StartTime: st})
+			}
+		}
+		return out
+	}
+	left := find()
+	if len(left) == 0 {
+		return nil
+	}
+	for _, p := range left {
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	if waitFor(context.WithoutCancel(ctx), 5*time.Second, func() bool {
+		for _, p := range find() {
+			if procAlive(p) {
+				return false
+			}
+		}
+		return true
+	}) {
+		return nil
+	}
+	return fmt.Errorf("processes %s still run: %v", what, find())
 }
 
 // stopProc stops p and its process group: SIGTERM, then SIGKILL after grace,
@@ -223,26 +273,11 @@ func (sb *Sandbox) stopProc(ctx context.Context, p procState, grace time.Duratio
 // ...) with start times, so that a recycled pid is never signalled.
 func descendants(pid int) []procState {
 	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if pp, err := strconv.Atoi(f[1]); err == nil {
-			children[pp] = append(children[pp], n)
+	for _, n := range allPIDs() {
+		if f, err := procStat(n); err == nil {
+			if pp, err := strconv.Atoi(f[1]); err == nil {
+				children[pp] = append(children[pp], n)
+			}
 		}
 	}
 	var out []procState
