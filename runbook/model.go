@@ -299,6 +299,18 @@ func (r *Runbook) BlockByID(id string) *Block {
 	return nil
 }
 
+// BlockHashes maps each executable block's id to its hash: what a journal
+// lookup needs to find runs of the blocks as they are now.
+func (r *Runbook) BlockHashes() map[string]string {
+	out := map[string]string{}
+	for _, b := range r.Blocks {
+		if b.Executable() {
+			out[b.ID] = b.Hash
+		}
+	}
+	return out
+}
+
 // StepByID returns the step with that id or nil.
 func (r *Runbook) StepByID(id string) *Step {
 	for _, s := range r.Steps {

@@ -180,14 +180,8 @@ func writeBack(log io.Writer, st *store, j *executor.Journal, rb *runbook.Runboo
 // journalResults bakes each block's last verified run into the page.
 func journalResults(j *executor.Journal) func(rb *runbook.Runbook) map[string]site.BlockResult {
 	return func(rb *runbook.Runbook) map[string]site.BlockResult {
-		hashes := map[string]string{}
-		for _, b := range rb.Blocks {
-			if b.Executable() {
-				hashes[b.ID] = b.Hash
-			}
-		}
 		out := map[string]site.BlockResult{}
-		latest, _ := j.Latest(rb.Slug, hashes) // a journal error shows no results; runs report it
+		latest, _ := j.Latest(rb.Slug, rb.BlockHashes()) // a journal error shows no results; runs report it
 		for id, rec := range latest {
 			out[id] = toBlockResult(rec)
 		}

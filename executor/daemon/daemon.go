@@ -267,24 +267,14 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", r.PathValue("slug"))
 		return
 	}
-	hashes := map[string]string{}
-	for _, b := range rb.Blocks {
-		if b.Executable() {
-			hashes[b.ID] = b.Hash
-		}
-	}
-	latest := map[string]executor.Record{}
-	if s.Engine.Journal != nil {
+	latest, last := map[string]executor.Record{}, map[string]executor.Record{}
+	if j := s.Engine.Journal; j != nil {
+		hashes := rb.BlockHashes()
 		var err error
-		if latest, err = s.Engine.Journal.Latest(rb.Slug, hashes); err != nil {
-			fail(w, http.StatusInternalServerError, "journal", "%v", err)
-			return
+		if latest, err = j.Latest(rb.Slug, hashes); err == nil {
+			last, err = j.Last(rb.Slug, hashes)
 		}
-	}
-	last := map[string]executor.Record{}
-	if s.Engine.Journal != nil {
-		var err error
-		if last, err = s.Engine.Journal.Last(rb.Slug, hashes); err != nil {
+		if err != nil {
 			fail(w, http.StatusInternalServerError, "journal", "%v", err)
 			return
 		}
