@@ -125,14 +125,7 @@ func tail(s string, n int) string {
 // the CCM starts the cloud controllers at once, under its own lock, while
 // KCM runs them too: the case the runbook used to allow.
 func TestBundledCCMHandover(t *testing.T) {
-	for _, b := range []string{sandbox.BinKCMN, sandbox.BinCCM} {
-		if _, err := os.Stat(filepath.Join(sandbox.BinDir(), b)); err != nil {
-			if testrig.InCI() {
-				t.Fatalf("%s not built (scripts/sandbox-bins.sh): %v", b, err)
-			}
-			t.Skipf("%s not built; run scripts/sandbox-bins.sh", b)
-		}
-	}
+	needSandboxBins(t, sandbox.BinKCMN, sandbox.BinCCM)
 	k := testrig.Kube(t)
 	s := testrig.SSH(t)
 	ctx := ctxFor(t, 10*time.Minute)

@@ -81,14 +81,21 @@ func (d *realDaemon) waitSaid(t *testing.T, line string) {
 	}
 }
 
-// needSandboxBins skips (fails under CI) without the server binaries.
-func needSandboxBins(t *testing.T) {
+// needSandboxBins skips (fails under CI) without the server binaries and
+// the extra ones named (sandbox.BinKCMN, ...).
+func needSandboxBins(t *testing.T, extra ...string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a sandbox")
 	}
-	if err := sandbox.CheckBins(sandbox.BinDir()); err != nil {
-		if os.Getenv("CI") == "true" {
+	err := sandbox.CheckBins(sandbox.BinDir())
+	for _, b := range extra {
+		if _, serr := os.Stat(filepath.Join(sandbox.BinDir(), b)); serr != nil && err == nil {
+			err = fmt.Errorf("%s not built (scripts/sandbox-bins.sh): %w", b, serr)
+		}
+	}
+	if err != nil {
+		if testrig.InCI() {
 			t.Fatal(err)
 		}
 		t.Skip(err)
