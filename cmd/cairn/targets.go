@@ -85,12 +85,7 @@ func newTargets(ctx context.Context, f *execFlags) (*targets, error) {
 	if f.usesSandbox() {
 		st, err := sandbox.StatusOf(ctx, t.dir)
 		t.sandbox = viewOf(t.dir, st, err)
-		if err == nil && st.Healthy() {
-			inv, k = st.Inventory, st.Kube
-			if inv == nil {
-				inv = &sandbox.Inventory{} // cluster only (--no-ssh)
-			}
-		}
+		inv, k = inUse(st, err)
 		if inv == nil && f.useSandbox == "yes" {
 			return nil, fmt.Errorf("--sandbox=yes: no running sandbox in %s (%s); start one with: cairn sandbox up", t.dir, t.sandbox.Message)
 		}
@@ -324,15 +319,8 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	t.sandbox = view
 	t.mu.Unlock()
 
-	var inv *sandbox.Inventory
-	var k *sandbox.KubeInfo
-	if healthy {
-		inv, k = st.Inventory, st.Kube
-		if inv == nil {
-			inv = &sandbox.Inventory{}
-		}
-	}
-	if sameSandbox(cur.inv, inv, cur, k) {
+	inv, k := inUse(st, err)
+	if sameSandbox(cur, inv, k) {
 		return
 	}
 	set, berr := t.build(inv, k)
@@ -357,8 +345,22 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	}
 }
 
-// sameSandbox reports whether the runners built for old still fit now.
-func sameSandbox(old, now *sandbox.Inventory, cur *targetSet, k *sandbox.KubeInfo) bool {
+// inUse is what a sandbox status gives the targets: its inventory (an empty
+// one for a cluster-only sandbox) and cluster when it is healthy, else nils.
+func inUse(st sandbox.Status, err error) (*sandbox.Inventory, *sandbox.KubeInfo) {
+	if err != nil || !st.Healthy() {
+		return nil, nil
+	}
+	if st.Inventory == nil {
+		return &sandbox.Inventory{}, st.Kube // cluster only (--no-ssh)
+	}
+	return st.Inventory, st.Kube
+}
+
+// sameSandbox reports whether the runners of cur, built from a sandbox (or
+// none), still fit the sandbox now in use.
+func sameSandbox(cur *targetSet, now *sandbox.Inventory, k *sandbox.KubeInfo) bool {
+	old := cur.inv
 	if (old == nil) != (now == nil) {
 		return false
 	}
