@@ -14,9 +14,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -33,13 +31,11 @@ const (
 	certLifetime  = 365 * 24 * time.Hour
 	etcdName      = "cairn"
 	defaultSAPath = "/api/v1/namespaces/default/serviceaccounts/default"
-	kubeProcEtcd  = "etcd"
-	kubeProcAPI   = "kube-apiserver"
-	kubeProcKCM   = "kube-controller-manager"
 )
 
-// startKube starts etcd, kube-apiserver and kube-controller-manager and writes
-// the kubeconfig.
+// startKube writes the PKI and the admin token, then starts the cluster's
+// components in order: etcd, kube-apiserver (after which the admin
+// kubeconfig is written), kube-controller-manager.
 func (sb *Sandbox) startKube(ctx context.Context, bins kubeBins) error {
 	kd := func(elem ...string) string { return sb.path(append([]string{"kube"}, elem...)...) }
 	sb.progress("kube: generating certificates and keys")
@@ -54,79 +50,15 @@ func (sb *Sandbox) startKube(ctx context.Context, bins kubeBins) error {
 	if err := os.WriteFile(kd("tokens.csv"), []byte(fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, adminUser, adminUser)), 0o600); err != nil {
 		return fmt.Errorf("kube: write token file: %w", err)
 	}
-
-	env := serverEnv()
-
-	// etcd.
-	var etcdURL string
-	if err := retryPorts(func() error {
-		ports, err := freePorts(2)
-		if err != nil {
-			return err
-		}
-		cport, pport := ports[0], ports[1]
-		etcdURL = "http://127.0.0.1:" + strconv.Itoa(cport)
-		peer := "http://127.0.0.1:" + strconv.Itoa(pport)
-		sb.progress("kube: starting etcd %s on %s", EtcdVersion, etcdURL)
-		_ = os.RemoveAll(kd("etcd"))
-		c, err := sb.spawn(kubeProcEtcd, []string{bins.etcd,
-			"--name=" + etcdName,
-			"--data-dir=" + kd("etcd"),
-			"--listen-client-urls=" + etcdURL,
-			"--advertise-client-urls=" + etcdURL,
-			"--listen-peer-urls=" + peer,
-			"--initial-advertise-peer-urls=" + peer,
-			"--initial-cluster=" + etcdName + "=" + peer,
-			"--initial-cluster-state=new",
-			"--unsafe-no-fsync", // a throwaway cluster: speed over durability
-			"--log-level=warn",
-		}, env)
-		if err != nil {
-			return err
-		}
-		return sb.waitHTTP(ctx, c, kubeProcEtcd, func(ctx context.Context) error { return probeEtcd(ctx, etcdURL) })
-	}); err != nil {
+	etcd := &etcdServer{bin: bins.etcd}
+	if err := sb.startComponent(ctx, etcd); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
-
-	// kube-apiserver.
-	info := &KubeInfo{Kubeconfig: sb.path("kubeconfig"), Context: ContextName, Token: token, CAFile: kd("ca.crt"), EtcdURL: etcdURL}
-	if err := retryPorts(func() error {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		info.Server = "https://127.0.0.1:" + strconv.Itoa(port)
-		sb.progress("kube: starting kube-apiserver %s on %s", KubeVersion, info.Server)
-		c, err := sb.spawn(kubeProcAPI, []string{bins.apiserver,
-			"--etcd-servers=" + etcdURL,
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(port),
-			// With a 127.0.0.1 advertise address the default endpoint
-			// reconciler kills the server.
-			"--endpoint-reconciler-type=none",
-			"--cert-dir=" + kd("certs"),
-			"--tls-cert-file=" + kd("apiserver.crt"),
-			"--tls-private-key-file=" + kd("apiserver.key"),
-			"--client-ca-file=" + kd("ca.crt"),
-			"--service-account-key-file=" + kd("sa.pub"),
-			"--service-account-signing-key-file=" + kd("sa.key"),
-			"--service-account-issuer=" + saIssuer,
-			"--token-auth-file=" + kd("tokens.csv"),
-			"--authorization-mode=RBAC",
-			"--service-cluster-ip-range=" + serviceCIDR,
-			"--allow-privileged=true",
-			"--profiling=false",
-			"--v=" + kubeLogLevel,
-		}, env)
-		if err != nil {
-			return err
-		}
-		return sb.waitHTTP(ctx, c, kubeProcAPI, func(ctx context.Context) error { return probeReadyz(ctx, info) })
-	}); err != nil {
+	api := &apiServer{bin: bins.apiserver, etcdURL: etcd.url, token: token}
+	if err := sb.startComponent(ctx, api); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
+	info := api.info
 	if err := writeKubeconfig(info.Kubeconfig, info); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
@@ -136,42 +68,7 @@ func (sb *Sandbox) startKube(ctx context.Context, bins kubeBins) error {
 	if err := sb.saveState(); err != nil {
 		return err
 	}
-
-	// kube-controller-manager: default ServiceAccounts, namespace deletion,
-	// garbage collection.
-	if err := retryPorts(func() error {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		sb.progress("kube: starting kube-controller-manager on 127.0.0.1:%d", port)
-		c, err := sb.spawn(kubeProcKCM, []string{bins.kcm,
-			"--kubeconfig=" + info.Kubeconfig,
-			"--authentication-kubeconfig=" + info.Kubeconfig,
-			"--authorization-kubeconfig=" + info.Kubeconfig,
-			"--leader-elect=false",
-			"--service-account-private-key-file=" + kd("sa.key"),
-			"--root-ca-file=" + kd("ca.crt"),
-			"--bind-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(port),
-			"--cert-dir=" + kd("kcm-certs"),
-			"--v=" + kubeLogLevel,
-		}, env)
-		if err != nil {
-			return err
-		}
-		// Ready means it did its first job: the default ServiceAccount.
-		return sb.waitHTTP(ctx, c, kubeProcKCM, func(ctx context.Context) error {
-			code, body, err := kubeGet(ctx, info, defaultSAPath)
-			if err != nil {
-				return err
-			}
-			if code != http.StatusOK {
-				return fmt.Errorf("default ServiceAccount: %d %s", code, strings.TrimSpace(body))
-			}
-			return nil
-		})
-	}); err != nil {
+	if err := sb.startComponent(ctx, newKCM(bins.kcm, sb)); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
 	sb.progress("kube: cluster ready at %s (kubeconfig %s, context %s)", info.Server, info.Kubeconfig, ContextName)
@@ -192,43 +89,6 @@ func retryPorts(f func() error) error {
 	return err
 }
 
-// waitHTTP waits until probe succeeds, the process exits (an error with the
-// tail of its log) or the start-up timeout passes.
-func (sb *Sandbox) waitHTTP(ctx context.Context, c *child, name string, probe func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, sb.opts.Timeout)
-	defer cancel()
-	logPath := sb.path("logs", name+".log")
-	var last error
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		last = probe(pctx)
-		pcancel()
-		if last == nil {
-			return nil
-		}
-		if c.exited() {
-			tail := logTail(logPath, 15)
-			err := fmt.Errorf("%s exited during start-up (log %s):\n%s", name, logPath, tail)
-			if strings.Contains(tail, "address already in use") {
-				// Drop the dead process from the state; the caller retries.
-				sb.forget(c.cmd.Process.Pid)
-				return fmt.Errorf("%w: %w", errPortTaken, err)
-			}
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return fmt.Errorf("%s not ready after %s (last probe: %v); see %s", name, sb.opts.Timeout, last, logPath)
-			}
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
 func (sb *Sandbox) forget(pid int) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
@@ -239,25 +99,6 @@ func (sb *Sandbox) forget(pid int) {
 		}
 	}
 	delete(sb.children, pid)
-}
-
-func probeEtcd(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
-	if err != nil {
-		return err
-	}
-	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	buf := make([]byte, 512)
-	n, _ := resp.Body.Read(buf)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(buf[:n]), `"true"`) {
-		return fmt.Errorf("etcd /health: %d %s", resp.StatusCode, buf[:n])
-	}
-	return nil
 }
 
 // serverEnv is the environment of the servers: the caller's, less proxy
@@ -411,4 +252,88 @@ contexts:
 current-context: %[1]s
 `, ContextName, k.Server, b64(ca), adminUser, k.Token)
 	return writeFileAtomic(path, []byte(cfg), 0o600)
+}
+
+// writeClientKubeconfig writes a kubeconfig at path that authenticates to
+// server with a new client certificate for user (CN) and groups (O), signed
+// by the CA in dir (ca.crt, ca.key): what kubeadm writes for
+// controller-manager.conf.
+func writeClientKubeconfig(dir, path, server, user string, groups []string) error {
+	caCert, caKey, err := loadCA(dir)
+	if err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now().Add(-time.Hour)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: user, Organization: groups},
+		NotBefore:    now,
+		NotAfter:     now.Add(certLifetime),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("client certificate for %s: %w", user, err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(dir + "/ca.crt")
+	if err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: %[1]s
+  cluster:
+    server: %[2]s
+    certificate-authority-data: %[3]s
+users:
+- name: %[4]s
+  user:
+    client-certificate-data: %[5]s
+    client-key-data: %[6]s
+contexts:
+- name: %[1]s
+  context:
+    cluster: %[1]s
+    user: %[4]s
+current-context: %[1]s
+`, ContextName, server, b64(ca), user,
+		b64(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		b64(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})))
+	return writeFileAtomic(path, []byte(cfg), 0o600)
+}
+
+// loadCA reads the sandbox CA's certificate and key from dir.
+func loadCA(dir string) (*x509.Certificate, any, error) {
+	cb, err := os.ReadFile(dir + "/ca.crt")
+	if err != nil {
+		return nil, nil, err
+	}
+	kb, err := os.ReadFile(dir + "/ca.key")
+	if err != nil {
+		return nil, nil, err
+	}
+	cp, _ := pem.Decode(cb)
+	kp, _ := pem.Decode(kb)
+	if cp == nil || kp == nil {
+		return nil, nil, fmt.Errorf("%s: no PEM in ca.crt or ca.key", dir)
+	}
+	cert, err := x509.ParseCertificate(cp.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s/ca.crt: %w", dir, err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kp.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s/ca.key: %w", dir, err)
+	}
+	return cert, key, nil
 }

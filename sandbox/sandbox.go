@@ -112,9 +112,13 @@ type state struct {
 	Net       *netState   `json:"net,omitempty"`
 	Kube      *KubeInfo   `json:"kube,omitempty"`
 	Inventory *Inventory  `json:"inventory,omitempty"`
+	// Components are the servers started, in start order (their processes
+	// are in Procs under the same names).
+	Components []componentState `json:"components,omitempty"`
+	BinDir     string           `json:"binDir,omitempty"`
 }
 
-const stateVersion = 1
+const stateVersion = 2
 
 // KubeInfo tells where the cluster answers.
 type KubeInfo struct {
@@ -155,6 +159,18 @@ func (sb *Sandbox) Inventory() *Inventory {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return sb.state.Inventory
+}
+
+// binDir is where the server binaries are: the one Up was given, else
+// BinDir().
+func (sb *Sandbox) binDir() string {
+	if sb.opts.BinDir != "" {
+		return sb.opts.BinDir
+	}
+	if sb.state.BinDir != "" {
+		return sb.state.BinDir
+	}
+	return BinDir()
 }
 
 func (sb *Sandbox) path(elem ...string) string {
@@ -246,7 +262,7 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.DieWithParent {
 		sb.spawner = newSpawner()
 	}
-	sb.state = state{Version: stateVersion, Started: time.Now().UTC(), WantKube: !opts.NoKube, WantSSH: !opts.NoSSH}
+	sb.state = state{Version: stateVersion, Started: time.Now().UTC(), WantKube: !opts.NoKube, WantSSH: !opts.NoSSH, BinDir: opts.BinDir}
 	if err := sb.saveState(); err != nil {
 		sb.stopSpawner()
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -308,7 +324,9 @@ func Open(dir string) (*Sandbox, error) {
 	if err := json.Unmarshal(b, &sb.state); err != nil {
 		return nil, fmt.Errorf("sandbox: %s/state.json is corrupt (%v); remove the directory after stopping its processes by hand", dir, err)
 	}
-	if sb.state.Version != stateVersion {
+	// Version 1 (no components) is still stopped right; Status calls it
+	// unhealthy, so that Up replaces it.
+	if sb.state.Version != stateVersion && sb.state.Version != 1 {
 		return nil, fmt.Errorf("sandbox: %s/state.json has version %d, want %d", dir, sb.state.Version, stateVersion)
 	}
 	if sb.state.Kube != nil {

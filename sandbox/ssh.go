@@ -171,7 +171,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			return err
 		}
-		if err := sb.startHost(ctx, pre, ns, i, h, cfgPath); err != nil {
+		if err := sb.startComponent(ctx, &sshHost{pre: pre, ns: ns, i: i, h: h, cfgPath: cfgPath}); err != nil {
 			return fmt.Errorf("ssh: host %s: %w", h.Name, err)
 		}
 		inv.Hosts = append(inv.Hosts, h)
@@ -264,11 +264,28 @@ while [ "$1" != -- ]; do "$m" --bind "$1" "$2" || exit 1; shift 2; done
 shift
 exec "$@"`
 
-// startHost starts sshd for h: in netns mode inside a fresh network, UTS and
-// mount namespace (made by unshare, so they vanish with the process and
+// sshHost is one SSH host: sshd, in netns mode inside a fresh network, UTS
+// and mount namespace (made by unshare, so they vanish with the process and
 // leave no mount behind) wired to the bridge by a veth pair, with its own
-// PrivateDirs and /etc/hosts; in loopback mode on 127.0.0.1:port, in its own UTS namespace
-// when root.
+// PrivateDirs and /etc/hosts; in loopback mode on 127.0.0.1:port, in its own
+// UTS namespace when root.
+type sshHost struct {
+	pre     prereqs
+	ns      *netState
+	i       int
+	h       Host
+	cfgPath string
+}
+
+// hostComponent names the component (and process) of host name.
+func hostComponent(name string) string { return "sshd-" + name }
+
+func (s *sshHost) Name() string { return hostComponent(s.h.Name) }
+
+func (s *sshHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
+	return Probe{Kind: ProbeSSH, URL: s.h.Addr()}, sb.startHost(ctx, s.pre, s.ns, s.i, s.h, s.cfgPath)
+}
+
 func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i int, h Host, cfgPath string) error {
 	sshd := []string{pre.sshd, "-D", "-e", "-f", cfgPath}
 	// Set the hostname inside the new UTS namespace, then become sshd.
@@ -288,7 +305,7 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 		argv = sshd
 	}
 	sb.progress("ssh: starting sshd for %s", h.Name)
-	c, err := sb.spawn("sshd-"+h.Name, argv, serverEnv())
+	c, err := sb.spawn(hostComponent(h.Name), argv, serverEnv())
 	if err != nil {
 		return err
 	}
@@ -302,7 +319,7 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 			nsLink, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
 			return nsLink != "" && nsLink != self || c.exited()
 		}) || c.exited() {
-			log := sb.path("logs", "sshd-"+h.Name+".log")
+			log := sb.path("logs", hostComponent(h.Name)+".log")
 			return fmt.Errorf("sshd (pid %d) did not enter a new network namespace; log %s:\n%s", pid, log, logTail(log, 10))
 		}
 		hs.NetNS = nsLink
@@ -344,7 +361,7 @@ func (sb *Sandbox) waitSSH(ctx context.Context, h Host, user string, signer ssh.
 	}) {
 		return nil
 	}
-	log := sb.path("logs", "sshd-"+h.Name+".log")
+	log := sb.path("logs", hostComponent(h.Name)+".log")
 	return fmt.Errorf("host %s (%s) not answering after 15s (%v); log %s:\n%s", h.Name, h.Addr(), last, log, logTail(log, 10))
 }
 

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -24,7 +23,9 @@ type Status struct {
 	KubeReady bool      // /readyz answered ok
 	Inventory *Inventory
 	Hosts     []HostStatus
-	Problems  []string
+	// Components are the servers, each with its probe's answer.
+	Components []ComponentStatus
+	Problems   []string
 }
 
 // ProcStatus is one server process.
@@ -57,46 +58,48 @@ func (s Status) Summary() string {
 	return strings.Join(s.Problems, "; ")
 }
 
-// Status checks every process and server of the sandbox, each probe bounded
-// by a couple of seconds.
+// Status checks every process and probes every component of the sandbox,
+// each probe bounded by a few seconds.
 func (sb *Sandbox) Status(ctx context.Context) Status {
 	sb.mu.Lock()
 	st := sb.state
+	st.Components = append([]componentState(nil), st.Components...)
 	sb.mu.Unlock()
 	s := Status{Dir: sb.dir, Complete: st.Complete, Started: st.Started, Kube: st.Kube, Inventory: st.Inventory}
 	if !st.Complete {
 		s.Problems = append(s.Problems, "start-up did not finish")
 	}
+	if st.Version < stateVersion {
+		s.Problems = append(s.Problems, "started by an older cairn; `cairn sandbox up` replaces it")
+	}
+	pids := map[string][]int{}
 	for _, p := range st.Procs {
 		alive := procAlive(p)
+		pids[p.Name] = append(pids[p.Name], p.PID)
 		s.Procs = append(s.Procs, ProcStatus{Name: p.Name, PID: p.PID, Alive: alive, Log: p.Log})
 		if !alive {
 			s.Problems = append(s.Problems, fmt.Sprintf("%s (pid %d) is not running; see %s", p.Name, p.PID, p.Log))
 		}
 	}
-	if st.Kube != nil {
-		if err := probeReadyz(ctx, st.Kube); err != nil {
-			s.Problems = append(s.Problems, "kube-apiserver: "+err.Error())
+	healthy := map[string]bool{}
+	for _, c := range st.Components {
+		cs := ComponentStatus{Name: c.Name, Probe: c.Probe, PIDs: pids[c.Name]}
+		if err := sb.probe(ctx, c.Probe); err != nil {
+			cs.Err = err.Error()
+			s.Problems = append(s.Problems, c.Name+": "+err.Error())
 		} else {
-			s.KubeReady = true
+			cs.Healthy = true
 		}
-	} else if st.WantKube && st.Complete {
+		healthy[c.Name] = cs.Healthy
+		s.Components = append(s.Components, cs)
+	}
+	s.KubeReady = healthy[componentAPIServer]
+	if st.WantKube && st.Complete && st.Kube == nil {
 		s.Problems = append(s.Problems, "cluster missing from state")
 	}
 	if st.Inventory != nil {
 		for _, h := range st.Inventory.Hosts {
-			var err error
-			if st.Inventory.Mode == NetworkNamespaces && !onLocalBridge(h.Address) {
-				// Never dial 10.200.N.x without its bridge: the packet would
-				// leave by the default route.
-				err = fmt.Errorf("bridge for %s is gone", h.Address)
-			} else {
-				err = probeSSH(ctx, h.Address, h.Port, 2*time.Second)
-			}
-			s.Hosts = append(s.Hosts, HostStatus{Name: h.Name, Address: h.Address, Port: h.Port, Up: err == nil})
-			if err != nil {
-				s.Problems = append(s.Problems, "host "+h.Name+": "+err.Error())
-			}
+			s.Hosts = append(s.Hosts, HostStatus{Name: h.Name, Address: h.Address, Port: h.Port, Up: healthy[hostComponent(h.Name)]})
 		}
 	}
 	return s
@@ -155,40 +158,6 @@ func kubeGet(ctx context.Context, k *KubeInfo, path string) (int, string, error)
 	n, _ := r.Read(buf)
 	sb.Write(buf[:n])
 	return resp.StatusCode, sb.String(), nil
-}
-
-func probeReadyz(ctx context.Context, k *KubeInfo) error {
-	code, body, err := kubeGet(ctx, k, "/readyz")
-	if err != nil {
-		return err
-	}
-	if code != http.StatusOK {
-		return fmt.Errorf("/readyz: %d %s", code, strings.TrimSpace(body))
-	}
-	return nil
-}
-
-// probeSSH dials addr:port and reads an SSH banner.
-func probeSSH(ctx context.Context, addr string, port int, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("read banner: %w", err)
-	}
-	if !strings.HasPrefix(line, "SSH-") {
-		return fmt.Errorf("not an SSH server: %q", strings.TrimSpace(line))
-	}
-	return nil
 }
 
 // freePorts returns n distinct free ports on 127.0.0.1, holding all n

@@ -203,12 +203,26 @@ func printStatus(w io.Writer, st sandbox.Status) {
 		fmt.Fprintf(w, "  kube-apiserver %s  %s (%s)\n", sandbox.KubeVersion, k.Server, ready)
 		fmt.Fprintf(w, "  kubeconfig     %s  (context %s)\n", k.Kubeconfig, k.Context)
 	}
+	// Each component with its processes and what its probe said.
+	alive := map[int]sandbox.ProcStatus{}
 	for _, p := range st.Procs {
-		alive := "running"
-		if !p.Alive {
-			alive = "DEAD, see " + p.Log
+		alive[p.PID] = p
+	}
+	for _, c := range st.Components {
+		health := "healthy"
+		if !c.Healthy {
+			health = "FAILING: " + c.Err
 		}
-		fmt.Fprintf(w, "  %-24s pid %-7d %s\n", p.Name, p.PID, alive)
+		var pids []string
+		for _, pid := range c.PIDs {
+			p := alive[pid]
+			if p.Alive {
+				pids = append(pids, fmt.Sprint(pid))
+			} else {
+				pids = append(pids, fmt.Sprintf("%d DEAD (see %s)", pid, p.Log))
+			}
+		}
+		fmt.Fprintf(w, "  %-24s pid %-7s %-8s %s\n", c.Name, strings.Join(pids, ","), health, c.Probe)
 	}
 	if inv := st.Inventory; inv != nil {
 		fmt.Fprintf(w, "  ssh hosts (%s mode, user %s):\n", inv.Mode, inv.User)

@@ -31,6 +31,9 @@ type KubeEnv struct {
 	Config     *rest.Config
 	Client     kubernetes.Interface
 	Dynamic    dynamic.Interface
+	// Sandbox is the shared sandbox the cluster belongs to, for tests that
+	// add a component to it (a controller manager).
+	Sandbox *sandbox.Sandbox
 }
 
 // Kube returns the test binary's shared cluster and a fresh namespace for t.
@@ -86,6 +89,7 @@ func Kube(t testing.TB) *KubeEnv {
 		Config:     cfg,
 		Client:     client,
 		Dynamic:    dyn,
+		Sandbox:    shared.kube,
 	}
 }
 
