@@ -332,8 +332,14 @@ func isMigrationRule(rules []rbacv1.PolicyRule) bool {
 // verb the kube-system lease name.
 func canI(t *testing.T, k *testrig.KubeEnv, verb, name string) bool {
 	t.Helper()
+	return canIAs(t, k, kcmUser, verb, name)
+}
+
+// canIAs asks the apiserver whether user may verb the kube-system Lease name.
+func canIAs(t *testing.T, k *testrig.KubeEnv, user, verb, name string) bool {
+	t.Helper()
 	sar, err := k.Client.AuthorizationV1().SubjectAccessReviews().Create(ctxFor(t, 20*time.Second), &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{User: kcmUser, ResourceAttributes: &authorizationv1.ResourceAttributes{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: "kube-system", Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: name,
 		}},
 	}, metav1.CreateOptions{})

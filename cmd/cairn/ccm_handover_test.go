@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -20,39 +19,41 @@ import (
 )
 
 // controllerManager is a real kube-controller-manager-n or
-// cloud-controller-manager process this test started, its log in a file.
+// cloud-controller-manager, a component of the rig's sandbox (started,
+// probed on /healthz and stopped by the sandbox like its own servers), its
+// log in the sandbox's logs directory.
 type controllerManager struct {
-	cmd *exec.Cmd
-	log string
+	t    *testing.T
+	sb   *sandbox.Sandbox
+	name string
+	log  string
+	gone bool
 }
 
-// startCM starts bin from the sandbox's bin dir against the rig's cluster
-// with Leader Migration on, the fake cloud provider, and leader election
-// timings short enough for a test (6 s leases, renewed every second).
-func startCM(t *testing.T, k *testrig.KubeEnv, bin, config, logName string, extra ...string) *controllerManager {
+// Identities the controller managers authenticate as, with client
+// certificates from the sandbox CA: KCM as kubeadm sets it up; the CCM as
+// the user the test's stand-in for a provider's RBAC manifest binds.
+const ccmUser = "cloud-controller-manager"
+
+// startCM adds bin as component name to the rig's sandbox, authenticated as
+// user, with Leader Migration on, the fake cloud provider, and leader
+// election timings short enough for a test (6 s leases, renewed every
+// second).
+func startCM(t *testing.T, k *testrig.KubeEnv, bin, user, config, name string, extra ...string) *controllerManager {
 	t.Helper()
-	path := filepath.Join(sandbox.BinDir(), bin)
-	logPath := filepath.Join(t.TempDir(), logName)
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"--kubeconfig=" + k.Kubeconfig, "--leader-elect=true", "--cloud-provider=fake",
-		"--enable-leader-migration", "--leader-migration-config=" + config, "--secure-port=0",
+	args := append([]string{"--leader-elect=true", "--cloud-provider=fake",
+		"--enable-leader-migration", "--leader-migration-config=" + config,
 		"--allocate-node-cidrs", "--cluster-cidr=10.96.0.0/12", "--configure-cloud-routes=true",
 		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s", "-v=2"}, extra...)
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cm := &controllerManager{t: t, sb: k.Sandbox, name: name, log: filepath.Join(k.Sandbox.Dir(), "logs", name+".log")}
+	_ = os.Remove(cm.log) // a name reused by -count=N starts a fresh log
+	if err := k.Sandbox.Add(ctxFor(t, 2*time.Minute), &sandbox.ControllerManager{ComponentName: name, Bin: bin, User: user, Args: args}); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
-	cm := &controllerManager{cmd: cmd, log: logPath}
 	t.Cleanup(func() {
 		cm.kill()
 		if t.Failed() {
-			t.Logf("%s (last lines):\n%s", logName, tail(cm.text(), 25))
+			t.Logf("%s (last lines):\n%s", name, tail(cm.text(), 25))
 		}
 	})
 	return cm
@@ -61,9 +62,11 @@ func startCM(t *testing.T, k *testrig.KubeEnv, bin, config, logName string, extr
 // kill stops the process the way a crash or a node loss does: SIGKILL, no
 // lease released.
 func (c *controllerManager) kill() {
-	if c.cmd.ProcessState == nil {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		_ = c.cmd.Wait()
+	if !c.gone {
+		c.gone = true
+		if err := c.sb.Remove(context.Background(), c.name, true); err != nil {
+			c.t.Errorf("kill %s: %v", c.name, err)
+		}
 	}
 }
 
@@ -144,6 +147,25 @@ func TestBundledCCMHandover(t *testing.T) {
 		"LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true"}
 	b := newBundled(t, "ccm-leader-migration.md", k, s, params)
 
+	// Access to the migration lease, by the runbook's blocks: KCM's
+	// bootstrap Role already grants it on this release (the block says so
+	// and changes nothing); the CCM's Role, from the provider's manifest
+	// (played by the test), gains the rule, and without it the CCM could
+	// never take the lease: the handover below depends on the patch.
+	providerRBAC(t, k)
+	if canIAs(t, k, ccmUser, "update", migrationLease) {
+		t.Fatalf("%s may update the migration lease before the runbook grants it", ccmUser)
+	}
+	b.verify(t, "get-kcm-lock-role", false)
+	if rec := b.verify(t, "patch-kcm-lock-role", true); !strings.Contains(rec.Output, "already granted") {
+		t.Logf("patch-kcm-lock-role changed the bootstrap Role:\n%s", rec.Output)
+	}
+	b.verify(t, "patch-ccm-lock-role", true)
+	b.verify(t, "can-i-migration-lease", false)
+	if !canIAs(t, k, ccmUser, "update", migrationLease) || !canIAs(t, k, ccmUser, "update", "cloud-controller-manager") {
+		t.Fatalf("after patch-ccm-lock-role %s cannot update both leases", ccmUser)
+	}
+
 	rec := b.verify(t, "write-kcm-config-wildcard", false)
 	for _, c := range cloudControllers {
 		if !strings.Contains(rec.Output, "name: "+c) {
@@ -152,7 +174,7 @@ func TestBundledCCMHandover(t *testing.T) {
 	}
 
 	// Version N: KCM leader-elects with Leader Migration.
-	kcm := startCM(t, k, sandbox.BinKCMN, config, "kcm.log", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+	kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
 	// The runbook starts with KCM running: wait until it leads.
 	kcm.waitLog(t, `acquired lease kube-system/kube-controller-manager`, 30*time.Second)
 	b.verify(t, "check-kcm-lease", false)
@@ -167,7 +189,7 @@ func TestBundledCCMHandover(t *testing.T) {
 
 	// Version N+1: the CCM joins, takes its own lease, and waits.
 	b.verify(t, "write-ccm-config-wildcard", false)
-	ccm := startCM(t, k, sandbox.BinCCM, config, "ccm.log")
+	ccm := startCM(t, k, sandbox.BinCCM, ccmUser, config, "ccm")
 	b.verify(t, "wait-ccm-lease", false)
 	if rec := b.verify(t, "check-owner-mixed", false); !strings.Contains(rec.Output, "owner: kube-controller-manager") {
 		t.Errorf("check-owner-mixed while KCM holds the lock:\n%s", rec.Output)
@@ -199,7 +221,7 @@ func TestBundledCCMHandover(t *testing.T) {
 
 	// Rollback: version N comes back and the CCM goes (a node rolled back);
 	// the lease returns to KCM.
-	kcm = startCM(t, k, sandbox.BinKCMN, config, "kcm-rollback.log", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+	kcm = startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n-rollback", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
 	kcm.waitLog(t, `acquired lease kube-system/kube-controller-manager`, 30*time.Second)
 	ccm.kill()
 	rollback := newBundled(t, "ccm-leader-migration.md", k, s, map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host,
@@ -229,9 +251,9 @@ func TestBundledCCMHandover(t *testing.T) {
 		legacy := newBundled(t, "ccm-leader-migration.md", k, s, map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host,
 			"LEADER_MIGRATION_FILE": config, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "legacy", "DISABLE_LEADER_MIGRATION": "true"})
 		legacy.verify(t, "write-ccm-config-wildcard", false)
-		kcm := startCM(t, k, sandbox.BinKCMN, config, "kcm-legacy.log", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+		kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n-legacy", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
 		kcm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
-		ccm := startCM(t, k, sandbox.BinCCM, config, "ccm-legacy.log")
+		ccm := startCM(t, k, sandbox.BinCCM, ccmUser, config, "ccm-legacy")
 		ccm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
 		if len(startedBeforeMigrationLock(kcm.text())) == 0 || len(startedBeforeMigrationLock(ccm.text())) == 0 {
 			t.Errorf("with legacy names both sides should run the cloud controllers under their own locks; KCM early %v, CCM early %v",
@@ -239,4 +261,50 @@ func TestBundledCCMHandover(t *testing.T) {
 		}
 		legacy.verify(t, "remove-migration-config", true)
 	})
+}
+
+// providerRBAC plays what a cloud provider's RBAC manifest gives its CCM
+// (here the user ccmUser): read access, events, delegated authn/authz, and
+// a leader-locking Role in kube-system for its own lease only, named as the
+// runbook's CCM_LEADER_ROLE default. Removed at cleanup.
+func providerRBAC(t *testing.T, k *testrig.KubeEnv) {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	rbac := k.Client.RbacV1()
+	subj := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ccmUser}}
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cairn-test:cloud-controller-manager"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status", "services/status"}, Verbs: []string{"patch", "update"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "system::leader-locking-cloud-controller-manager", Namespace: "kube-system"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"cloud-controller-manager"}, Verbs: []string{"get", "update"}},
+	}}
+	if _, err := rbac.ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{}) })
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name}, Subjects: subj,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), cr.Name, metav1.DeleteOptions{}) })
+	if _, err := rbac.Roles("kube-system").Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.Roles("kube-system").Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+	for _, rb := range []*rbacv1.RoleBinding{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cairn-test:ccm-leader-locking"}, Subjects: subj, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cairn-test:ccm-authentication-reader"}, Subjects: subj, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"}},
+	} {
+		if _, err := rbac.RoleBindings("kube-system").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = rbac.RoleBindings("kube-system").Delete(context.Background(), rb.Name, metav1.DeleteOptions{})
+		})
+	}
 }
