@@ -242,6 +242,46 @@ func TestBundledCCMHandover(t *testing.T) {
 		t.Errorf("the migration lease is still there (%v)", err)
 	}
 
+	// The "component named" tab: each side has its own file, KCM's naming
+	// kube-controller-manager and the CCM's cloud-controller-manager for
+	// every controller. The same handover: the CCM waits while KCM holds
+	// the migration lease, then takes it over when KCM dies.
+	t.Run("explicit-config", func(t *testing.T) {
+		for _, name := range []string{"kube-controller-manager", migrationLease, "cloud-controller-manager"} {
+			_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		kcmFile, ccmFile := filepath.Join(t.TempDir(), "kcm-leadermigration.conf"), filepath.Join(t.TempDir(), "ccm-leadermigration.conf")
+		param := func(file string) map[string]string {
+			return map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host, "LEADER_MIGRATION_FILE": file,
+				"LEADER_MIGRATION_CONFIG": "explicit", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true"}
+		}
+		onKCM, onCCM := newBundled(t, "ccm-leader-migration.md", k, s, param(kcmFile)), newBundled(t, "ccm-leader-migration.md", k, s, param(ccmFile))
+		if rec := onKCM.verify(t, "write-kcm-config-explicit", false); strings.Count(rec.Output, "component: kube-controller-manager") != 3 {
+			t.Fatalf("write-kcm-config-explicit:\n%s", rec.Output)
+		}
+		if rec := onCCM.verify(t, "write-ccm-config-explicit", false); strings.Count(rec.Output, "component: cloud-controller-manager") != 3 {
+			t.Fatalf("write-ccm-config-explicit:\n%s", rec.Output)
+		}
+		kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, kcmFile, "kcm-n-explicit", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+		onKCM.verify(t, "wait-migration-lease", false)
+		kcm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+		ccm := startCM(t, k, sandbox.BinCCM, ccmUser, ccmFile, "ccm-explicit")
+		onCCM.verify(t, "wait-ccm-lease", false)
+		time.Sleep(3 * time.Second)
+		if early := startedBeforeMigrationLock(ccm.text()); len(early) > 0 {
+			t.Fatalf("the CCM started %v while KCM held the migration lease", early)
+		}
+		kcm.kill()
+		if rec := onCCM.verify(t, "check-owner-ccm", false); !strings.Contains(rec.Output, "owner: cloud-controller-manager") {
+			t.Errorf("check-owner-ccm:\n%s", rec.Output)
+		}
+		ccm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+		if early := startedBeforeMigrationLock(ccm.text()); len(early) > 0 {
+			t.Errorf("the CCM started %v before it held the migration lease", early)
+		}
+		ccm.kill()
+	})
+
 	// The old names: the CCM does not recognise them as its controllers'
 	// and starts those under its own lock at once, beside the KCM.
 	t.Run("legacy-names-run-twice", func(t *testing.T) {
