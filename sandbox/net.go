@@ -46,6 +46,7 @@ func (n *netState) peerName(i int) string { return fmt.Sprintf("cairn%dp%d", n.S
 type prereqs struct {
 	kube                              kubeBins
 	sshd, ip, unshare, nsenter, mount string
+	haproxy                           string
 	network                           Network
 }
 
@@ -57,6 +58,9 @@ func checkPrereqs(ctx context.Context, opts *Options) (prereqs, error) {
 	if !opts.NoKube {
 		if p.kube, err = findKubeBins(opts.BinDir); err != nil {
 			return p, fmt.Errorf("sandbox: %w", err)
+		}
+		if p.haproxy, err = lookTool("haproxy", "haproxy"); err != nil {
+			return p, fmt.Errorf("sandbox: the load balancer in front of kube-apiserver: %w", err)
 		}
 	}
 	if opts.NoSSH {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -112,6 +113,7 @@ type state struct {
 	Net       *netState   `json:"net,omitempty"`
 	Kube      *KubeInfo   `json:"kube,omitempty"`
 	Inventory *Inventory  `json:"inventory,omitempty"`
+	LB        *LBInfo     `json:"lb,omitempty"`
 	// Components are the servers started, in start order (their processes
 	// are in Procs under the same names).
 	Components []componentState `json:"components,omitempty"`
@@ -152,6 +154,14 @@ func (sb *Sandbox) Kube() *KubeInfo {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return sb.state.Kube
+}
+
+// LoadBalancer returns where the load balancer in front of kube-apiserver
+// answers, or nil without a cluster.
+func (sb *Sandbox) LoadBalancer() *LBInfo {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.state.LB
 }
 
 // Inventory returns the SSH hosts, or nil without them.
@@ -300,6 +310,12 @@ func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
 			return err
 		}
 	}
+	if !sb.opts.NoKube {
+		// Last: it listens on the bridge too, which the hosts bring.
+		if err := sb.startLB(ctx, pre); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -374,6 +390,14 @@ func (sb *Sandbox) down(ctx context.Context) error {
 	if err := sb.downNet(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	sb.mu.Lock()
+	lb := sb.state.LB
+	sb.mu.Unlock()
+	if lb != nil && lb.HostsFile != "" {
+		if err := removeHostsLine(lb.HostsFile, hostsMarker(sb.dir)); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s from %s: %w", LBName, lb.HostsFile, err))
+		}
+	}
 	sb.stopSpawner()
 	if len(errs) > 0 {
 		// Keep the state so that a second Down can retry.
@@ -421,6 +445,10 @@ func (sb *Sandbox) Env() []string {
 	env := []string{EnvStateDir + "=" + sb.dir}
 	if k := sb.Kube(); k != nil {
 		env = append(env, "KUBECONFIG="+k.Kubeconfig, "CAIRN_KUBECONFIG="+k.Kubeconfig)
+	}
+	if lb := sb.LoadBalancer(); lb != nil {
+		// What the kubeadm runbook calls LOAD_BALANCER_DNS and _PORT.
+		env = append(env, "CAIRN_SANDBOX_LB_NAME="+lb.Name, "CAIRN_SANDBOX_LB_PORT="+strconv.Itoa(lb.Port))
 	}
 	if inv := sb.Inventory(); inv != nil {
 		env = append(env, "CAIRN_SANDBOX_INVENTORY="+sb.path("inventory.json"), "CAIRN_SANDBOX_SSH_CONFIG="+inv.SSHConfig, "CAIRN_SSH_CONFIG="+inv.SSHConfig)

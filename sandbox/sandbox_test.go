@@ -241,8 +241,22 @@ func TestTeardownLeavesNothing(t *testing.T) {
 		}
 	}
 	procs := pids(sb)
-	if len(procs) != 3+len(inv.Hosts) {
-		t.Errorf("%d processes, want %d", len(procs), 3+len(inv.Hosts))
+	if len(procs) != 4+len(inv.Hosts) { // etcd, apiserver, controller manager, haproxy
+		t.Errorf("%d processes, want %d", len(procs), 4+len(inv.Hosts))
+	}
+	var hostPIDs []int
+	for _, c := range sb.Status(context.Background()).Components {
+		if strings.HasPrefix(c.Name, "sshd-") {
+			hostPIDs = append(hostPIDs, c.PIDs...)
+		}
+	}
+	// The load balancer's name is this machine's too while the sandbox runs.
+	lb := sb.LoadBalancer()
+	if lb == nil || lb.HostsFile == "" {
+		t.Fatalf("load balancer %+v: no hosts-file entry", lb)
+	}
+	if b, _ := os.ReadFile(lb.HostsFile); !strings.Contains(string(b), sandbox.LBName) {
+		t.Errorf("%s lacks %s while up", lb.HostsFile, sandbox.LBName)
 	}
 
 	// Namespaces of the hosts, and a session that would outlive sshd.
@@ -269,7 +283,7 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	mntNS := map[string]bool{}
 	if inv.Mode == sandbox.NetworkNamespaces {
 		self, _ := os.Readlink("/proc/self/ns/mnt")
-		for _, p := range procs[3:] { // after etcd, apiserver, controller manager
+		for _, p := range hostPIDs {
 			l, _ := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/mnt")
 			mi, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/mountinfo")
 			if l == "" || l == self || !strings.Contains(string(mi), dir+"/hosts/") {
@@ -299,6 +313,9 @@ func TestTeardownLeavesNothing(t *testing.T) {
 
 	if err := sb.Down(ctxT(t, time.Minute)); err != nil {
 		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(lb.HostsFile); strings.Contains(string(b), "# cairn sandbox "+sb.Dir()+"\n") {
+		t.Errorf("%s still maps %s for this sandbox after Down:\n%s", lb.HostsFile, sandbox.LBName, b)
 	}
 	c.Close()
 	// No goroutine of the sandbox outlives Down (allow a moment for the

@@ -158,6 +158,9 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 					return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 				}
 			}
+			if err := linkHostTools(filepath.Join(h.Root, "/usr/local/bin"), sb.binDir()); err != nil {
+				return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
+			}
 			if err := os.WriteFile(filepath.Join(h.hostDir, "etc-hosts"), []byte(etcHosts(ns, sb.opts.Hosts)), 0o644); err != nil {
 				return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 			}
@@ -227,7 +230,30 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 // (/etc/kubernetes, for the kubeadm certificate copy between hosts) and a
 // scratch directory for runbook authors and tests. Everything else, /tmp
 // included, is this machine's, shared by every host.
-func PrivateDirs() []string { return []string{"/etc/kubernetes", "/var/lib/cairn-host"} }
+//
+// /usr/local/bin is private too: there each host finds the node tools of the
+// sandbox's release (HostTools), on sudo's secure_path as on a real node.
+func PrivateDirs() []string {
+	return []string{"/etc/kubernetes", "/var/lib/cairn-host", "/usr/local/bin"}
+}
+
+// HostTools are the binaries from the sandbox's bin directory that every
+// host has in its /usr/local/bin (netns mode), when they are built.
+func HostTools() []string { return []string{"kubeadm", "kubectl"} }
+
+// linkHostTools links each of HostTools present in binDir into dir.
+func linkHostTools(dir, binDir string) error {
+	for _, t := range HostTools() {
+		src := filepath.Join(binDir, t)
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		if err := os.Symlink(src, filepath.Join(dir, t)); err != nil && !os.IsExist(err) {
+			return err
+		}
+	}
+	return nil
+}
 
 // makeMountpoints creates each of PrivateDirs on this machine if it is
 // missing (an empty directory, left in place: another sandbox may be using
@@ -250,6 +276,8 @@ func etcHosts(ns *netState, hosts []HostSpec) string {
 	for i, h := range hosts {
 		fmt.Fprintf(&b, "%s %s\n", ns.hostIP(i), h.Name)
 	}
+	// The load balancer listens on the bridge (see LBName).
+	fmt.Fprintf(&b, "%s %s\n", ns.bridgeIP(), LBName)
 	return b.String()
 }
 

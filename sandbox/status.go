@@ -22,6 +22,7 @@ type Status struct {
 	Kube      *KubeInfo // nil without a cluster
 	KubeReady bool      // /readyz answered ok
 	Inventory *Inventory
+	LB        *LBInfo // the load balancer in front of kube-apiserver
 	Hosts     []HostStatus
 	// Components are the servers, each with its probe's answer.
 	Components []ComponentStatus
@@ -65,7 +66,7 @@ func (sb *Sandbox) Status(ctx context.Context) Status {
 	st := sb.state
 	st.Components = append([]componentState(nil), st.Components...)
 	sb.mu.Unlock()
-	s := Status{Dir: sb.dir, Complete: st.Complete, Started: st.Started, Kube: st.Kube, Inventory: st.Inventory}
+	s := Status{Dir: sb.dir, Complete: st.Complete, Started: st.Started, Kube: st.Kube, Inventory: st.Inventory, LB: st.LB}
 	if !st.Complete {
 		s.Problems = append(s.Problems, "start-up did not finish")
 	}

@@ -3,12 +3,15 @@
 # openssh-server (sshd for the SSH hosts), openssh-client (ssh, ssh-keygen),
 # iproute2 (ip: network namespaces, bridge, veth), util-linux (unshare,
 # nsenter, flock), chromium (headless page tests), shellcheck (script lint) and
-# sudo (the ssh runner's sudo=true blocks and copies, tested on the SSH hosts).
+# sudo (the ssh runner's sudo=true blocks and copies, tested on the SSH hosts),
+# haproxy (the sandbox's load balancer in front of kube-apiserver), netcat-openbsd
+# (nc: the kubeadm runbook's load-balancer check), curl, and nftables (the test
+# that makes the load balancer drop traffic).
 # It is idempotent: packages already installed are left alone, and apt-get runs
 # only when something is missing. Run as root (CI runs as root).
 set -euo pipefail
 
-want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo)
+want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables)
 
 missing=()
 for p in "${want[@]}"; do

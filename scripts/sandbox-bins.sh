@@ -76,6 +76,10 @@ total=$SECONDS
 build etcd sandbox/build/etcd go.etcd.io/etcd/server/v3
 build kube-apiserver sandbox/build k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
 build kube-controller-manager sandbox/build k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+# kubeadm for the kubeadm HA runbook: the sandbox's PKI is kubeadm's, and
+# every SSH host has it on its PATH.
+build kubeadm sandbox/build k8s.io/kubernetes/cmd/kubeadm "$kube_ldflags"
+build kubectl sandbox/build k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 # The CCM leader-migration runbook's two sides: a KCM of a release that still
 # runs cloud controllers and Leader Migration (v1.30, "version N") and a
 # cloud-controller-manager at the sandbox's release ("N+1"), both with

@@ -224,6 +224,13 @@ func printStatus(w io.Writer, st sandbox.Status) {
 		}
 		fmt.Fprintf(w, "  %-24s pid %-7s %-8s %s\n", c.Name, strings.Join(pids, ","), health, c.Probe)
 	}
+	if lb := st.LB; lb != nil {
+		where := "resolves here and on the hosts"
+		if lb.HostsFile == "" {
+			where = "resolves on the hosts only (not root here)"
+		}
+		fmt.Fprintf(w, "  load balancer  %s  (haproxy, %s; in front of %s)\n", lb.Endpoint(), where, strings.Join(lb.Backends, ", "))
+	}
 	if inv := st.Inventory; inv != nil {
 		fmt.Fprintf(w, "  ssh hosts (%s mode, user %s):\n", inv.Mode, inv.User)
 		for i, h := range inv.Hosts {
