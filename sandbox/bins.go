@@ -35,6 +35,7 @@ const (
 	binEtcd      = "etcd"
 	binAPIServer = "kube-apiserver"
 	binKCM       = "kube-controller-manager"
+	binKubeadm   = "kubeadm"
 )
 
 // BinDir returns the directory that holds the server binaries:
@@ -65,7 +66,7 @@ func CheckBins(dir string) error {
 
 // kubeBins are the resolved paths of the server binaries.
 type kubeBins struct {
-	etcd, apiserver, kcm string
+	etcd, apiserver, kcm, kubeadm string
 }
 
 // findKubeBins looks for the server binaries in dir and names the command that
@@ -75,7 +76,7 @@ func findKubeBins(dir string) (kubeBins, error) {
 	for _, x := range []struct {
 		name string
 		dst  *string
-	}{{binEtcd, &b.etcd}, {binAPIServer, &b.apiserver}, {binKCM, &b.kcm}} {
+	}{{binEtcd, &b.etcd}, {binAPIServer, &b.apiserver}, {binKCM, &b.kcm}, {binKubeadm, &b.kubeadm}} {
 		p := filepath.Join(dir, x.name)
 		fi, err := os.Stat(p)
 		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {

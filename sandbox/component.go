@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -268,11 +269,17 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 	defer cancel()
 	switch p.Kind {
 	case ProbeHTTP:
+		if err := sb.dialable(p.URL); err != nil {
+			return err
+		}
 		return probeHTTP(ctx, p.URL, p.Want)
 	case ProbeKube:
 		k := sb.Kube()
 		if k == nil {
 			return errors.New("no cluster")
+		}
+		if err := sb.dialable(k.Server); err != nil {
+			return err
 		}
 		code, body, err := kubeGet(ctx, k, p.URL)
 		if err != nil {
@@ -283,17 +290,8 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 		}
 		return nil
 	case ProbeSSH, ProbeTCP:
-		host, _, err := net.SplitHostPort(p.URL)
-		if err != nil {
+		if err := sb.dialable("tcp://" + p.URL); err != nil {
 			return err
-		}
-		sb.mu.Lock()
-		netns := sb.state.Net != nil
-		sb.mu.Unlock()
-		if netns && host != "127.0.0.1" && !onLocalBridge(host) {
-			// Never dial 10.200.N.x without its bridge: the packet would
-			// leave by the default route.
-			return fmt.Errorf("bridge for %s is gone", host)
 		}
 		if p.Kind == ProbeSSH {
 			return probeSSH(ctx, p.URL)
@@ -351,6 +349,20 @@ func probeSSH(ctx context.Context, addr string) error {
 	}
 	if !strings.HasPrefix(line, "SSH-") {
 		return fmt.Errorf("not an SSH server: %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// dialable refuses a URL on a host's 10.200.N.x address once its bridge is
+// gone: the packet would leave by the default route.
+func (sb *Sandbox) dialable(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	host := u.Hostname()
+	if strings.HasPrefix(host, subnetPrefix) && !onLocalBridge(host) {
+		return fmt.Errorf("bridge for %s is gone", host)
 	}
 	return nil
 }

@@ -28,6 +28,8 @@ type ControllerManager struct {
 
 	// firstJob, if set, is what Up waits for once after /healthz answers.
 	firstJob func(ctx context.Context, sb *Sandbox) error
+	// node is where it runs (the sandbox's own KCM); zero: this machine.
+	node cpNode
 }
 
 // Name implements Component.
@@ -54,38 +56,49 @@ func (cm *ControllerManager) Start(ctx context.Context, sb *Sandbox) (Probe, err
 	kubeconfig := k.Kubeconfig
 	if cm.User != "" {
 		kubeconfig = sb.path("kube", cm.ComponentName+".kubeconfig")
-		if err := writeClientKubeconfig(sb.path("kube"), kubeconfig, k.Server, cm.User, cm.Groups); err != nil {
+		if err := writeClientKubeconfig(sb.path("kube", "pki"), kubeconfig, k.Server, cm.User, cm.Groups); err != nil {
 			return Probe{}, err
 		}
 	}
-	port, err := freePort()
+	node := cm.node
+	if node.ip == "" {
+		node.ip = "127.0.0.1"
+	}
+	ports, err := node.ports(portKCM)
 	if err != nil {
 		return Probe{}, err
 	}
-	sb.progress("kube: starting %s on 127.0.0.1:%d", cm.ComponentName, port)
+	port := ports[0]
+	sb.progress("kube: starting %s on %s", cm.ComponentName, node.hostPort(port))
 	argv := append([]string{bin,
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
-		"--bind-address=127.0.0.1",
+		"--bind-address=" + node.ip,
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + sb.path("kube", cm.ComponentName+"-certs"),
 	}, cm.Args...)
-	_, err = sb.spawn(cm.ComponentName, argv, serverEnv())
-	return Probe{Kind: ProbeHTTP, URL: "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz", Want: "ok"}, err
+	_, err = sb.spawn(cm.ComponentName, node.wrap(argv), serverEnv())
+	return Probe{Kind: ProbeHTTP, URL: "https://" + node.hostPort(port) + "/healthz", Want: "ok"}, err
 }
 
 // newKCM is the sandbox's own kube-controller-manager: no leader election;
 // it creates default ServiceAccounts, deletes namespaces, collects garbage.
-func newKCM(bin string, sb *Sandbox) *ControllerManager {
-	kd := func(elem ...string) string { return sb.path(append([]string{"kube"}, elem...)...) }
+func newKCM(bin string, sb *Sandbox, node cpNode) *ControllerManager {
+	pki := func(name string) string { return sb.path("kube", "pki", name) }
 	return &ControllerManager{
 		ComponentName: "kube-controller-manager",
 		Bin:           bin,
+		node:          node,
 		Args: []string{
 			"--leader-elect=false",
-			"--service-account-private-key-file=" + kd("sa.key"),
-			"--root-ca-file=" + kd("ca.crt"),
+			"--service-account-private-key-file=" + pki("sa.key"),
+			"--root-ca-file=" + pki("ca.crt"),
+			// As kubeadm runs it: signs CSRs (a joining kubelet's) and
+			// signs cluster-info for bootstrap-token discovery.
+			"--cluster-signing-cert-file=" + pki("ca.crt"),
+			"--cluster-signing-key-file=" + pki("ca.key"),
+			"--controllers=*,bootstrapsigner,tokencleaner",
 			"--v=" + kubeLogLevel,
 		},
 		// Ready means it did its first job: the default ServiceAccount.

@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
@@ -13,8 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -36,10 +35,15 @@ const (
 // startKube writes the PKI and the admin token, then starts the cluster's
 // components in order: etcd, kube-apiserver (after which the admin
 // kubeconfig is written), kube-controller-manager.
-func (sb *Sandbox) startKube(ctx context.Context, bins kubeBins) error {
+func (sb *Sandbox) startKube(ctx context.Context, pre prereqs) error {
+	bins := pre.kube
+	node := sb.controlPlaneNode(pre)
+	if node.onHost() {
+		sb.progress("kube: the control plane runs on %s (%s), as kubeadm's static pods would", node.name, node.ip)
+	}
 	kd := func(elem ...string) string { return sb.path(append([]string{"kube"}, elem...)...) }
-	sb.progress("kube: generating certificates and keys")
-	if err := writePKI(kd()); err != nil {
+	sb.progress("kube: generating the control plane's certificates and keys (kubeadm init phase certs all)")
+	if err := sb.writeKubeadmPKI(ctx, bins.kubeadm); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
 	token, err := randomHex(32)
@@ -50,11 +54,11 @@ func (sb *Sandbox) startKube(ctx context.Context, bins kubeBins) error {
 	if err := os.WriteFile(kd("tokens.csv"), []byte(fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, adminUser, adminUser)), 0o600); err != nil {
 		return fmt.Errorf("kube: write token file: %w", err)
 	}
-	etcd := &etcdServer{bin: bins.etcd}
+	etcd := &etcdServer{bin: bins.etcd, node: node}
 	if err := sb.startComponent(ctx, etcd); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
-	api := &apiServer{bin: bins.apiserver, etcdURL: etcd.url, token: token}
+	api := &apiServer{bin: bins.apiserver, etcdURL: etcd.url, token: token, node: node}
 	if err := sb.startComponent(ctx, api); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
@@ -68,7 +72,7 @@ func (sb *Sandbox) startKube(ctx context.Context, bins kubeBins) error {
 	if err := sb.saveState(); err != nil {
 		return err
 	}
-	if err := sb.startComponent(ctx, newKCM(bins.kcm, sb)); err != nil {
+	if err := sb.startComponent(ctx, newKCM(bins.kcm, sb, node)); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
 	sb.progress("kube: cluster ready at %s (kubeconfig %s, context %s)", info.Server, info.Kubeconfig, ContextName)
@@ -114,89 +118,6 @@ func serverEnv() []string {
 		env = append(env, kv)
 	}
 	return env
-}
-
-// writePKI writes a CA, the apiserver's serving certificate and the
-// service-account key pair into dir.
-func writePKI(dir string) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	now := time.Now().Add(-time.Hour)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "cairn-sandbox-ca"},
-		NotBefore:             now,
-		NotAfter:              now.Add(certLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return fmt.Errorf("create CA: %w", err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now,
-		NotAfter:     now.Add(certLifetime),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		return fmt.Errorf("create serving certificate: %w", err)
-	}
-	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return err
-	}
-	saPub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
-	if err != nil {
-		return err
-	}
-	files := []struct {
-		name  string
-		typ   string
-		der   []byte
-		perm  os.FileMode
-		isKey bool
-	}{
-		{"ca.crt", "CERTIFICATE", caDER, 0o644, false},
-		{"ca.key", "", nil, 0o600, true},
-		{"apiserver.crt", "CERTIFICATE", srvDER, 0o644, false},
-		{"apiserver.key", "", nil, 0o600, true},
-		{"sa.key", "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey), 0o600, false},
-		{"sa.pub", "PUBLIC KEY", saPub, 0o644, false},
-	}
-	for _, f := range files {
-		typ, der := f.typ, f.der
-		if f.isKey {
-			k := caKey
-			if f.name == "apiserver.key" {
-				k = srvKey
-			}
-			if der, err = x509.MarshalPKCS8PrivateKey(k); err != nil {
-				return err
-			}
-			typ = "PRIVATE KEY"
-		}
-		b := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-		if err := os.WriteFile(dir+"/"+f.name, b, f.perm); err != nil {
-			return fmt.Errorf("write %s: %w", f.name, err)
-		}
-	}
-	return nil
 }
 
 func serial() *big.Int {
@@ -284,7 +205,7 @@ func writeClientKubeconfig(dir, path, server, user string, groups []string) erro
 	if err != nil {
 		return err
 	}
-	ca, err := os.ReadFile(dir + "/ca.crt")
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
 		return err
 	}
@@ -314,11 +235,11 @@ current-context: %[1]s
 
 // loadCA reads the sandbox CA's certificate and key from dir.
 func loadCA(dir string) (*x509.Certificate, any, error) {
-	cb, err := os.ReadFile(dir + "/ca.crt")
+	cb, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
 		return nil, nil, err
 	}
-	kb, err := os.ReadFile(dir + "/ca.key")
+	kb, err := os.ReadFile(filepath.Join(dir, "ca.key"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -331,7 +252,12 @@ func loadCA(dir string) (*x509.Certificate, any, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s/ca.crt: %w", dir, err)
 	}
-	key, err := x509.ParsePKCS8PrivateKey(kp.Bytes)
+	var key any
+	if kp.Type == "RSA PRIVATE KEY" { // kubeadm's default
+		key, err = x509.ParsePKCS1PrivateKey(kp.Bytes)
+	} else {
+		key, err = x509.ParsePKCS8PrivateKey(kp.Bytes)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s/ca.key: %w", dir, err)
 	}

@@ -181,7 +181,11 @@ func (ns *netState) plumb(ctx context.Context, pre prereqs, i, pid int) error {
 	if err := run(ctx, outside, pre.ip, "-batch", "-"); err != nil {
 		return fmt.Errorf("create veth %s: %w", veth, err)
 	}
-	inside := fmt.Sprintf("link set lo up\nlink set %[1]s name eth0\naddr add %[2]s/24 dev eth0\nlink set eth0 up\n", peer, ns.hostIP(i))
+	// A default route on the link, with no gateway: tools that pick "the
+	// node's address" from it (kubeadm) find eth0's; a packet for any other
+	// address only asks the bridge who has it, gets no answer and never
+	// leaves the machine.
+	inside := fmt.Sprintf("link set lo up\nlink set %[1]s name eth0\naddr add %[2]s/24 dev eth0\nlink set eth0 up\nroute add default dev eth0\n", peer, ns.hostIP(i))
 	if err := run(ctx, inside, pre.nsenter, "--target", strconv.Itoa(pid), "--net", "--", pre.ip, "-batch", "-"); err != nil {
 		return fmt.Errorf("configure eth0 in the namespace of pid %d: %w", pid, err)
 	}

@@ -300,19 +300,20 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 }
 
 func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
-	if !sb.opts.NoKube {
-		if err := sb.startKube(ctx, pre.kube); err != nil {
-			return err
-		}
-	}
 	if !sb.opts.NoSSH {
 		if err := sb.startSSH(ctx, pre); err != nil {
 			return err
 		}
 	}
 	if !sb.opts.NoKube {
+		if err := sb.startKube(ctx, pre); err != nil {
+			return err
+		}
 		// Last: it listens on the bridge too, which the hosts bring.
 		if err := sb.startLB(ctx, pre); err != nil {
+			return err
+		}
+		if err := sb.kubeadmFirstControlPlane(ctx, pre.kube.kubeadm); err != nil {
 			return err
 		}
 	}

@@ -110,8 +110,11 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		SSHConfig:    filepath.Join(sshDir, "config"),
 		Groups:       map[string][]string{},
 	}
-	if k := sb.Kube(); k != nil {
-		inv.Kubeconfig, inv.KubeContext = k.Kubeconfig, k.Context
+	if !sb.opts.NoKube {
+		// The cluster starts after the hosts (its certificates name the
+		// first control-plane host's address); its kubeconfig's path is
+		// known now.
+		inv.Kubeconfig, inv.KubeContext = sb.path("kubeconfig"), ContextName
 	}
 
 	var ns *netState

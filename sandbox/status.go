@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -137,13 +138,37 @@ func kubeHTTPClient(k *KubeInfo, timeout time.Duration) (*http.Client, error) {
 
 // kubeGet GETs path from the apiserver as the admin and returns status and body.
 func kubeGet(ctx context.Context, k *KubeInfo, path string) (int, string, error) {
+	return kubeDo(ctx, k, http.MethodGet, path, "")
+}
+
+// kubeApply POSTs the JSON object body to the collection at path as the
+// admin; an object that already exists is left as it is.
+func kubeApply(ctx context.Context, k *KubeInfo, path, body string) error {
+	code, out, err := kubeDo(ctx, k, http.MethodPost, path, body)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusCreated && code != http.StatusOK && code != http.StatusConflict {
+		return fmt.Errorf("POST %s: %d %s", path, code, strings.TrimSpace(out))
+	}
+	return nil
+}
+
+func kubeDo(ctx context.Context, k *KubeInfo, method, path, body string) (int, string, error) {
 	c, err := kubeHTTPClient(k, 3*time.Second)
 	if err != nil {
 		return 0, "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.Server+path, nil)
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, k.Server+path, rd)
 	if err != nil {
 		return 0, "", err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if k.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+k.Token)
