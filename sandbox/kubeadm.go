@@ -125,8 +125,13 @@ func (sb *Sandbox) kubeadmFirstControlPlane(ctx context.Context, bin string) err
 	if err := copyTree(sb.path("kube", "pki"), filepath.Join(etcK8s, "pki")); err != nil {
 		return fmt.Errorf("kubeadm: %w", err)
 	}
-	cfg := sb.path("kube", "kubeadm-lb.yaml")
+	// kubeadm on this machine reads the PKI from kube/pki; the
+	// configuration it uploads says where the host keeps it.
+	cfg, uploaded := sb.path("kube", "kubeadm-lb.yaml"), sb.path("kube", "kubeadm-uploaded.yaml")
 	if err := os.WriteFile(cfg, []byte(kubeadmConfig(sb.path("kube", "pki"), name, sb.advertiseAddress(), lb.Endpoint())), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(uploaded, []byte(kubeadmConfig("/etc/kubernetes/pki", name, sb.advertiseAddress(), lb.Endpoint())), 0o600); err != nil {
 		return err
 	}
 	if err := sb.kubeadm(ctx, bin, "init", "phase", "kubeconfig", "admin", "--config", cfg, "--kubeconfig-dir", etcK8s); err != nil {
@@ -145,7 +150,7 @@ func (sb *Sandbox) kubeadmFirstControlPlane(ctx context.Context, bin string) err
 	admin := filepath.Join(etcK8s, "admin.conf")
 	sb.progress("kubeadm: uploading kubeadm-config and kubelet-config, creating cluster-info and the bootstrap-token RBAC (through %s)", lb.Endpoint())
 	for _, phase := range [][]string{{"upload-config", "all"}, {"bootstrap-token"}} {
-		args := append(append([]string{"init", "phase"}, phase...), "--config", cfg, "--kubeconfig", admin)
+		args := append(append([]string{"init", "phase"}, phase...), "--config", uploaded, "--kubeconfig", admin)
 		if err := sb.kubeadm(ctx, bin, args...); err != nil {
 			return fmt.Errorf("kubeadm: %w", err)
 		}

@@ -244,19 +244,61 @@ func PrivateDirs() []string {
 // host has in its /usr/local/bin (netns mode), when they are built.
 func HostTools() []string { return []string{"kubeadm", "kubectl"} }
 
-// linkHostTools links each of HostTools present in binDir into dir.
+// linkHostTools links each of HostTools present in binDir into dir; kubeadm
+// is the dry-run wrapper (kubeadmWrapper) instead of a link.
 func linkHostTools(dir, binDir string) error {
 	for _, t := range HostTools() {
 		src := filepath.Join(binDir, t)
 		if _, err := os.Stat(src); err != nil {
 			continue
 		}
-		if err := os.Symlink(src, filepath.Join(dir, t)); err != nil && !os.IsExist(err) {
+		dst := filepath.Join(dir, t)
+		if t == binKubeadm {
+			if err := os.WriteFile(dst, []byte(kubeadmWrapper(src)), 0o755); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.Symlink(src, dst); err != nil && !os.IsExist(err) {
 			return err
 		}
 	}
 	return nil
 }
+
+// KubeadmDryRun says what the hosts' kubeadm does differently: the hosts
+// have no kubelet or container runtime yet, so `kubeadm init` and
+// `kubeadm join` (not their phases) run with --dry-run, and preflight's
+// complaints about the missing kubelet and runtime are reported, not fatal.
+// Everything they read from the cluster (discovery, kubeadm-certs) they read
+// for real; what they would write they print. `cairn sandbox status` shows it.
+const KubeadmDryRun = "kubeadm init and join run with --dry-run --ignore-preflight-errors=all on the hosts (no kubelet or container runtime there yet)"
+
+// kubeadmWrapper is the hosts' /usr/local/bin/kubeadm (see KubeadmDryRun).
+// It says so on stderr each time it adds the flags.
+func kubeadmWrapper(real string) string {
+	return fmt.Sprintf(`#!/bin/sh
+# cairn sandbox: %[2]s.
+real=%[1]s
+case "$1" in
+init | join)
+	case "$2" in
+	phase) ;;
+	*)
+		cmd=$1
+		shift
+		echo "cairn sandbox: kubeadm $cmd runs with --dry-run --ignore-preflight-errors=all here (no kubelet on the sandbox's hosts)" >&2
+		exec "$real" "$cmd" --dry-run --ignore-preflight-errors=all "$@"
+		;;
+	esac
+	;;
+esac
+exec "$real" "$@"
+`, shellQuote(real), KubeadmDryRun)
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // makeMountpoints creates each of PrivateDirs on this machine if it is
 // missing (an empty directory, left in place: another sandbox may be using

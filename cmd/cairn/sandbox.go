@@ -240,6 +240,10 @@ func printStatus(w io.Writer, st sandbox.Status) {
 			}
 			fmt.Fprintf(w, "    %-5s %-18s %-14s %s\n", h.Name, h.Addr(), strings.Join(h.Groups, ","), up)
 		}
+		if inv.Mode == sandbox.NetworkNamespaces {
+			fmt.Fprintf(w, "  host tools     %s in each host's /usr/local/bin\n", strings.Join(sandbox.HostTools(), ", "))
+			fmt.Fprintf(w, "  kubeadm        %s\n", sandbox.KubeadmDryRun)
+		}
 		fmt.Fprintf(w, "  inventory      %s/inventory.json\n", st.Dir)
 		fmt.Fprintf(w, "  ssh config     %s  (ssh -F %s %s)\n", inv.SSHConfig, inv.SSHConfig, inv.Hosts[0].Name)
 	}

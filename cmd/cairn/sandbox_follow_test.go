@@ -193,7 +193,7 @@ set -e
 echo "sandbox-bins: building etcd"
 sleep 1
 mkdir -p "$CAIRN_SANDBOX_BIN"
-for b in etcd kube-apiserver kube-controller-manager; do ln -sf %q/$b "$CAIRN_SANDBOX_BIN/$b"; echo "sandbox-bins: $b ready"; done
+for b in etcd kube-apiserver kube-controller-manager kubeadm kubectl; do ln -sf %q/$b "$CAIRN_SANDBOX_BIN/$b"; echo "sandbox-bins: $b ready"; done
 `, real)), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,29 @@ func Kube(t testing.TB) *KubeEnv {
 	if shared.kubeErr != nil {
 		unavailable(t, "the sandbox cluster (etcd, kube-apiserver, kube-controller-manager)", shared.kubeErr)
 	}
-	info := shared.kube.Kube()
+	return kubeEnvFor(t, shared.kube)
+}
+
+// Full returns the test binary's shared full sandbox, one cluster and its
+// SSH hosts together as `cairn sandbox up` starts them: in netns mode the
+// control plane runs on cp0 behind the load balancer, and cp0 holds
+// kubeadm's /etc/kubernetes. The KubeEnv has a fresh namespace for t.
+func Full(t testing.TB) (*KubeEnv, *SSHEnv) {
+	t.Helper()
+	requireMain(t)
+	shared.fullOnce.Do(func() {
+		shared.full, shared.fullErr = shared.start(sandbox.Options{})
+	})
+	if shared.fullErr != nil {
+		unavailable(t, "the full sandbox (cluster, load balancer and SSH hosts)", shared.fullErr)
+	}
+	return kubeEnvFor(t, shared.full), &SSHEnv{Inventory: shared.full.Inventory(), InventoryPath: shared.full.Dir() + "/inventory.json"}
+}
+
+// kubeEnvFor makes clients for sb's cluster and a namespace for t.
+func kubeEnvFor(t testing.TB, sb *sandbox.Sandbox) *KubeEnv {
+	t.Helper()
+	info := sb.Kube()
 	cfg, err := clientcmd.BuildConfigFromFlags("", info.Kubeconfig)
 	if err != nil {
 		t.Fatalf("testrig: load kubeconfig %s: %v", info.Kubeconfig, err)
@@ -89,7 +111,7 @@ func Kube(t testing.TB) *KubeEnv {
 		Config:     cfg,
 		Client:     client,
 		Dynamic:    dyn,
-		Sandbox:    shared.kube,
+		Sandbox:    sb,
 	}
 }
 

@@ -57,6 +57,10 @@ type rig struct {
 	ssh     *sandbox.Sandbox
 	sshErr  error
 
+	fullOnce sync.Once
+	full     *sandbox.Sandbox
+	fullErr  error
+
 	mu   sync.Mutex
 	dirs []string
 }
@@ -85,7 +89,7 @@ func (r *rig) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var errs []error
-	for _, sb := range []*sandbox.Sandbox{r.ssh, r.kube} {
+	for _, sb := range []*sandbox.Sandbox{r.full, r.ssh, r.kube} {
 		if sb != nil {
 			if err := sb.Down(ctx); err != nil {
 				errs = append(errs, err)
