@@ -11,7 +11,7 @@
 # only when something is missing. Run as root (CI runs as root).
 set -euo pipefail
 
-want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables)
+want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables openssl)
 
 missing=()
 for p in "${want[@]}"; do
