@@ -242,7 +242,7 @@ func PrivateDirs() []string {
 
 // HostTools are the binaries from the sandbox's bin directory that every
 // host has in its /usr/local/bin (netns mode), when they are built.
-func HostTools() []string { return []string{"kubeadm", "kubectl"} }
+func HostTools() []string { return []string{"kubeadm", "kubectl", "kubelet"} }
 
 // linkHostTools links each of HostTools present in binDir into dir; kubeadm
 // is the dry-run wrapper (kubeadmWrapper) instead of a link.
@@ -267,12 +267,12 @@ func linkHostTools(dir, binDir string) error {
 }
 
 // KubeadmDryRun says what the hosts' kubeadm does differently: the hosts
-// have no kubelet or container runtime yet, so `kubeadm init` and
+// have kubelet's binary but run no kubelet and no container runtime yet, so `kubeadm init` and
 // `kubeadm join` (not their phases) run with --dry-run, and preflight's
 // complaints about the missing kubelet and runtime are reported, not fatal.
 // Everything they read from the cluster (discovery, kubeadm-certs) they read
 // for real; what they would write they print. `cairn sandbox status` shows it.
-const KubeadmDryRun = "kubeadm init and join run with --dry-run --ignore-preflight-errors=all on the hosts (no kubelet or container runtime there yet)"
+const KubeadmDryRun = "kubeadm init and join run with --dry-run --ignore-preflight-errors=all on the hosts (no container runtime and no running kubelet there yet)"
 
 // kubeadmWrapper is the hosts' /usr/local/bin/kubeadm (see KubeadmDryRun).
 // It says so on stderr each time it adds the flags.
@@ -287,7 +287,7 @@ init | join)
 	*)
 		cmd=$1
 		shift
-		echo "cairn sandbox: kubeadm $cmd runs with --dry-run --ignore-preflight-errors=all here (no kubelet on the sandbox's hosts)" >&2
+		echo "cairn sandbox: kubeadm $cmd runs with --dry-run --ignore-preflight-errors=all here (no container runtime or running kubelet on the sandbox's hosts)" >&2
 		exec "$real" "$cmd" --dry-run --ignore-preflight-errors=all "$@"
 		;;
 	esac

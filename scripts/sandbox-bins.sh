@@ -80,6 +80,9 @@ build kube-controller-manager sandbox/build k8s.io/kubernetes/cmd/kube-controlle
 # every SSH host has it on its PATH.
 build kubeadm sandbox/build k8s.io/kubernetes/cmd/kubeadm "$kube_ldflags"
 build kubectl sandbox/build k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
+# kubelet: on the hosts' PATH (kubeadm's preflight and the runbook's version
+# checks ask it); the sandbox-nodes mode will run it.
+build kubelet sandbox/build k8s.io/kubernetes/cmd/kubelet "$kube_ldflags"
 # The CCM leader-migration runbook's two sides: a KCM of a release that still
 # runs cloud controllers and Leader Migration (v1.30, "version N") and a
 # cloud-controller-manager at the sandbox's release ("N+1"), both with

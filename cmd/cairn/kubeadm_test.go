@@ -145,27 +145,35 @@ func TestBundledKubeadmLoadBalancerCheck(t *testing.T) {
 func TestBundledKubeadmInitAndJoin(t *testing.T) {
 	r := newKubeadmRig(t)
 	wantHash := r.caHash(t)
-	// check-versions-first-cp captures KUBEADM_VERSION but also asks kubelet,
-	// which the hosts lack until they become nodes: the test gives the
-	// value kubeadm on the hosts reports.
-	version := strings.TrimSpace(r.s.Run(t, r.cp0, "kubeadm version -o short"))
-	if version != sandbox.KubeVersion {
-		t.Fatalf("kubeadm on %s is %q, want %s", r.cp0, version, sandbox.KubeVersion)
+	// The version checks ask kubeadm and kubelet on every host (both built
+	// from the sandbox's release); the first captures KUBEADM_VERSION.
+	vb := newBundled(t, "kubeadm-ha.md", r.k, r.s, r.params())
+	if rec := vb.verify(t, "check-versions-first-cp", false); !strings.Contains(rec.Output, "Kubernetes "+sandbox.KubeVersion) {
+		t.Errorf("check-versions-first-cp:\n%s", rec.Output)
 	}
+	version := vb.eng.Captures(vb.rb)["KUBEADM_VERSION"]
+	if version != sandbox.KubeVersion {
+		t.Fatalf("KUBEADM_VERSION captured %q, want %s", version, sandbox.KubeVersion)
+	}
+	vb.verify(t, "check-versions-other-nodes-cp", false)
+	vb.verify(t, "check-versions-workers", false)
 	seed := func(b *bundled) { b.eng.SetCaptures(b.rb, map[string]string{"KUBEADM_VERSION": version}) }
 
+	// POD_NETWORK_CIDR is optional (only some CNIs want it): set, kubeadm
+	// gets it and the controller manager would allocate node CIDRs from it;
+	// empty, kubeadm never hears of it.
 	for _, tc := range []struct {
-		block, dist, topo string
-		wantKey           bool
+		block, dist, topo, podCIDR string
+		wantKey                    bool
 	}{
-		{"init-stacked", "upload", "stacked", true},
-		{"init-stacked-no-upload", "copy", "stacked", false},
-		{"init-external", "upload", "external", true},
-		{"init-external-no-upload", "scp", "external", false},
+		{"init-stacked", "upload", "stacked", "10.244.0.0/16", true},
+		{"init-stacked-no-upload", "copy", "stacked", "", false},
+		{"init-external", "upload", "external", "10.32.0.0/12", true},
+		{"init-external-no-upload", "scp", "external", "", false},
 	} {
 		t.Run(tc.block, func(t *testing.T) {
 			b := newBundled(t, "kubeadm-ha.md", r.k, r.s, r.params("CERT_DISTRIBUTION", tc.dist, "ETCD_TOPOLOGY", tc.topo,
-				"ETCD_0_IP", "cp1", "ETCD_1_IP", "cp2", "ETCD_2_IP", "w0"))
+				"ETCD_0_IP", "cp1", "ETCD_1_IP", "cp2", "ETCD_2_IP", "w0", "POD_NETWORK_CIDR", tc.podCIDR))
 			seed(b)
 			if tc.topo == "external" {
 				rec := b.verify(t, "write-kubeadm-config", true)
@@ -179,6 +187,10 @@ func TestBundledKubeadmInitAndJoin(t *testing.T) {
 			rec := b.verify(t, tc.block, true)
 			if !strings.Contains(rec.Output, "--dry-run") {
 				t.Errorf("%s: the output does not say kubeadm ran in dry-run:\n%s", tc.block, rec.Output)
+			}
+			if has := strings.Contains(rec.Output, "--cluster-cidr="); has != (tc.podCIDR != "") ||
+				tc.podCIDR != "" && !strings.Contains(rec.Output, "--cluster-cidr="+tc.podCIDR) {
+				t.Errorf("%s with POD_NETWORK_CIDR %q: the controller manager's manifest has --cluster-cidr: %v", tc.block, tc.podCIDR, has)
 			}
 			caps := b.eng.Captures(b.rb)
 			if caps["CA_CERT_HASH"] != wantHash {
