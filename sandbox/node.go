@@ -40,12 +40,8 @@ func (sb *Sandbox) controlPlaneNode(pre prereqs) cpNode {
 	if !ok {
 		return local
 	}
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	for _, hs := range sb.state.Net.Hosts {
-		if hs.Name == name {
-			return cpNode{name: name, ip: h.Address, nsPID: hs.PID, nsenter: pre.nsenter}
-		}
+	if pid := sb.hostPID(name); pid != 0 {
+		return cpNode{name: name, ip: h.Address, nsPID: pid, nsenter: pre.nsenter}
 	}
 	return local
 }

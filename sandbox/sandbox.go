@@ -66,6 +66,12 @@ type Options struct {
 	BinDir string
 	// NoKube and NoSSH leave out the cluster or the SSH hosts.
 	NoKube, NoSSH bool
+	// EtcdHosts adds that many SSH hosts (etcd0, etcd1, ...; group etcd),
+	// each running a member of one TLS etcd cluster with kubeadm's
+	// certificates: the kubeadm runbook's external etcd. Needs the cluster's
+	// binaries and netns mode; otherwise they are left out, with a progress
+	// line saying why.
+	EtcdHosts int
 	// Hosts are the SSH hosts. Default: DefaultHosts().
 	Hosts []HostSpec
 	// Network chooses how SSH hosts are networked. Default: NetworkAuto.
@@ -218,6 +224,12 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.Hosts == nil {
 		opts.Hosts = DefaultHosts()
 	}
+	if opts.EtcdHosts > 0 && !opts.NoKube && !opts.NoSSH {
+		opts.Hosts = append([]HostSpec(nil), opts.Hosts...)
+		for i := 0; i < opts.EtcdHosts; i++ {
+			opts.Hosts = append(opts.Hosts, HostSpec{Name: EtcdHostName(i), Groups: []string{GroupEtcd}})
+		}
+	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 90 * time.Second
 	}
@@ -314,6 +326,9 @@ func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
 			return err
 		}
 		if err := sb.kubeadmFirstControlPlane(ctx, pre.kube.kubeadm); err != nil {
+			return err
+		}
+		if err := sb.startExternalEtcd(ctx, pre); err != nil {
 			return err
 		}
 	}

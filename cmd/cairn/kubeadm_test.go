@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -307,4 +308,54 @@ func freeTCPPort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// TestBundledKubeadmExternalEtcd runs the runbook's external-etcd steps
+// against the sandbox's three etcd hosts, each a real TLS etcd member with
+// kubeadm-made certificates (the kubeadm HA etcd guide's layout):
+// check-etcd-certs on the members, the certificate copy from etcd0 to cp0,
+// check-etcd-health from cp0 with the copied client certificate, then
+// kubeadm init in dry-run against the real members; and with one member
+// killed, check-etcd-health names it and fails.
+func TestBundledKubeadmExternalEtcd(t *testing.T) {
+	r := newKubeadmRig(t)
+	if n := len(r.s.Inventory.Groups[sandbox.GroupEtcd]); n < 3 {
+		t.Fatalf("the full sandbox has %d etcd hosts, want 3", n)
+	}
+	files := []string{"etcd/ca.crt", "apiserver-etcd-client.crt", "apiserver-etcd-client.key"}
+	// cp0's own (stacked) files come back at the end: other tests use them.
+	backup := r.onHost(t, r.cp0, "cd /etc/kubernetes/pki && tar czf - "+strings.Join(files, " ")+" | base64 -w0")
+	t.Cleanup(func() {
+		r.onHost(t, r.cp0, "cd /etc/kubernetes/pki && echo "+backup+" | base64 -d | tar xzf -")
+	})
+	b := newBundled(t, "kubeadm-ha.md", r.k, r.s, r.params("ETCD_TOPOLOGY", "external"))
+	b.eng.SetCaptures(b.rb, map[string]string{"KUBEADM_VERSION": sandbox.KubeVersion})
+
+	if rec := b.verify(t, "check-etcd-certs", false); strings.Count(rec.Output, "apiserver-etcd-client.key") != 3 {
+		t.Errorf("check-etcd-certs:\n%s", rec.Output)
+	}
+	b.verify(t, "prepare-first-cp-pki", false)
+	b.verify(t, "copy-etcd-certs", false)
+	if got, want := fileStates(t, r.s, r.cp0, files), fileStates(t, r.s, "etcd0", files); !maps.Equal(got, want) {
+		t.Errorf("cp0 after copy-etcd-certs:\n%v\netcd0:\n%v", got, want)
+	}
+	rec := b.verify(t, "check-etcd-health", false)
+	if strings.Count(rec.Output, `ok   `) != 3 {
+		t.Errorf("check-etcd-health with three live members:\n%s", rec.Output)
+	}
+
+	// kubeadm init (dry-run) with the external members in its configuration.
+	b.verify(t, "write-kubeadm-config", true)
+	if rec := b.verify(t, "init-external", true); !strings.Contains(rec.Output, "https://etcd0:2379") {
+		t.Errorf("init-external: the apiserver manifest lacks the external etcd endpoints:\n%s", tail(rec.Output, 30))
+	}
+
+	// A member dies: the check names it and fails (after its retries).
+	if err := r.sb.Remove(ctxFor(t, time.Minute), "etcd-etcd2", true); err != nil {
+		t.Fatal(err)
+	}
+	rec = b.run(t, "check-etcd-health", false, 2*time.Minute)
+	if rec.Status == executor.StatusVerified || !strings.Contains(rec.Output, "FAIL etcd2") {
+		t.Errorf("check-etcd-health with etcd2 dead: %s\n%s", rec.Status, rec.Output)
+	}
 }

@@ -63,8 +63,8 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
   # SSH hosts only, on 127.0.0.1 ports (no network namespaces):
   cairn sandbox up --no-kube --network=loopback
 
-  # Five control-plane hosts and two workers:
-  cairn sandbox up --control-planes=5 --workers=2`)
+  # Five control-plane hosts and two workers, no external etcd hosts:
+  cairn sandbox up --control-planes=5 --workers=2 --etcd-hosts=0`)
 	dir := stateDirFlag(fs)
 	binDir := fs.String("bin-dir", sandbox.BinDir(), "directory holding etcd, kube-apiserver and kube-controller-manager (env "+sandbox.EnvBinDir+")")
 	noKube := fs.Bool("no-kube", false, "do not start the Kubernetes control plane")
@@ -72,6 +72,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 	network := fs.String("network", "auto", "SSH host networking: auto, netns (own namespace per host, needs root) or loopback (127.0.0.1 ports)")
 	cps := fs.Int("control-planes", 3, "number of control-plane SSH hosts (cp0, cp1, ...)")
 	workers := fs.Int("workers", 1, "number of worker SSH hosts (w0, w1, ...)")
+	etcdHosts := fs.Int("etcd-hosts", 3, "number of external etcd hosts (etcd0, ...), each a member of one TLS etcd cluster made with kubeadm's certificates (netns mode; 0: none)")
 	timeout := fs.Duration("timeout", 90*time.Second, "start-up limit for each server")
 	quiet := fs.Bool("quiet", false, "print no progress lines")
 	if err := parseFlags(fs, args); err != nil {
@@ -94,7 +95,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 	if *noKube && *noSSH {
 		return &usageError{cmd: "sandbox up", msg: "--no-kube and --no-ssh together leave nothing to start"}
 	}
-	if *cps < 0 || *workers < 0 || *cps+*workers == 0 && !*noSSH {
+	if *cps < 0 || *workers < 0 || *etcdHosts < 0 || *cps+*workers == 0 && !*noSSH {
 		return &usageError{cmd: "sandbox up", msg: "want at least one SSH host (--control-planes, --workers), or --no-ssh"}
 	}
 	var hosts []sandbox.HostSpec
@@ -107,7 +108,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 	start := time.Now()
 	opts := sandbox.Options{
 		StateDir: *dir, BinDir: *binDir, NoKube: *noKube, NoSSH: *noSSH,
-		Hosts: hosts, Network: mode, Timeout: *timeout,
+		Hosts: hosts, Network: mode, Timeout: *timeout, EtcdHosts: *etcdHosts,
 	}
 	if !*quiet {
 		opts.Progress = func(msg string) {

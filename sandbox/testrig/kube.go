@@ -50,14 +50,15 @@ func Kube(t testing.TB) *KubeEnv {
 }
 
 // Full returns the test binary's shared full sandbox, one cluster and its
-// SSH hosts together as `cairn sandbox up` starts them: in netns mode the
+// SSH hosts together as `cairn sandbox up` starts them (with three external
+// etcd hosts, etcd0..etcd2): in netns mode the
 // control plane runs on cp0 behind the load balancer, and cp0 holds
 // kubeadm's /etc/kubernetes. The KubeEnv has a fresh namespace for t.
 func Full(t testing.TB) (*KubeEnv, *SSHEnv) {
 	t.Helper()
 	requireMain(t)
 	shared.fullOnce.Do(func() {
-		shared.full, shared.fullErr = shared.start(sandbox.Options{})
+		shared.full, shared.fullErr = shared.start(sandbox.Options{EtcdHosts: 3})
 	})
 	if shared.fullErr != nil {
 		unavailable(t, "the full sandbox (cluster, load balancer and SSH hosts)", shared.fullErr)
