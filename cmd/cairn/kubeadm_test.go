@@ -350,6 +350,19 @@ func TestBundledKubeadmExternalEtcd(t *testing.T) {
 		t.Errorf("init-external: the apiserver manifest lacks the external etcd endpoints:\n%s", tail(rec.Output, 30))
 	}
 
+	// Re-uploading the certificates with the external configuration puts
+	// the etcd client pair in kubeadm-certs too.
+	b.verify(t, "refresh-cert-key-external", false)
+	sec, err := r.k.Client.CoreV1().Secrets("kube-system").Get(ctxFor(t, time.Minute), "kubeadm-certs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"external-etcd-ca.crt", "external-etcd.crt", "external-etcd.key"} {
+		if _, ok := sec.Data[k]; !ok {
+			t.Errorf("kubeadm-certs after refresh-cert-key-external lacks %s (has %v)", k, len(sec.Data))
+		}
+	}
+
 	// A member dies: the check names it and fails (after its retries).
 	if err := r.sb.Remove(ctxFor(t, time.Minute), "etcd-etcd2", true); err != nil {
 		t.Fatal(err)

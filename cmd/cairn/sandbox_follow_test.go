@@ -145,7 +145,7 @@ func TestExecutorFollowsSandbox(t *testing.T) {
 
 	sandboxCLI(t, "up", "--state-dir", sbDir)
 	v, _ = d.waitTargets(t, 20*time.Second, "the executor picks up the sandbox", func(v TargetsView) bool {
-		return v.Sandbox.State == "running" && v.Kube != "" && len(v.Hosts) == 4
+		return v.Sandbox.State == "running" && v.Kube != "" && len(v.Hosts) == 7 // cp0-2, w0, etcd0-2
 	})
 	if !strings.Contains(v.Kube, `context "cairn-sandbox"`) {
 		t.Errorf("kube target: %q", v.Kube)
@@ -205,7 +205,7 @@ for b in etcd kube-apiserver kube-controller-manager kubeadm kubectl; do ln -sf 
 	d := startDaemon(t, dir, "--sandbox", "start", "--sandbox-build", script, "--kubeconfig", "")
 
 	_, seen := d.waitTargets(t, 3*time.Minute, "the sandbox comes up", func(v TargetsView) bool {
-		return v.Sandbox.State == "running" && v.Kube != "" && len(v.Hosts) == 4
+		return v.Sandbox.State == "running" && v.Kube != "" && len(v.Hosts) == 7 // cp0-2, w0, etcd0-2
 	})
 	all := strings.Join(seen, "\n")
 	for _, want := range []string{"building: sandbox-bins: building etcd", "starting: "} {
