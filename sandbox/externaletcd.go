@@ -98,23 +98,11 @@ func (sb *Sandbox) startExternalEtcd(ctx context.Context, pre prereqs) error {
 	caDir := filepath.Join(root, "ca")
 	cfg := func(dir string, h Host) (string, error) {
 		path := filepath.Join(dir, "kubeadm-etcd.yaml")
-		y := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-localAPIEndpoint:
-  advertiseAddress: %[2]s
-nodeRegistration:
-  name: %[1]s
-  criSocket: unix:///run/containerd/containerd.sock
----
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: ClusterConfiguration
-kubernetesVersion: %[4]s
-certificatesDir: %[3]s
-etcd:
+		y := kubeadmConfigFor(dir, h.Name, h.Address, fmt.Sprintf(`etcd:
   local:
-    serverCertSANs: ["%[2]s"]
-    peerCertSANs: ["%[2]s"]
-`, h.Name, h.Address, dir, KubeVersion)
+    serverCertSANs: ["%[1]s"]
+    peerCertSANs: ["%[1]s"]
+`, h.Address))
 		return path, os.WriteFile(path, []byte(y), 0o600)
 	}
 	if err := os.MkdirAll(caDir, 0o700); err != nil {

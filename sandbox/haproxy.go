@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -116,14 +117,19 @@ func (sb *Sandbox) startLB(ctx context.Context, pre prereqs) error {
 	if err := sb.startComponent(ctx, lb); err != nil {
 		return fmt.Errorf("lb: %w", err)
 	}
-	if os.Geteuid() == 0 {
-		if err := addHostsLine(systemHosts, "127.0.0.1", LBName, hostsMarker(sb.dir)); err != nil {
-			return fmt.Errorf("lb: map %s in %s: %w", LBName, systemHosts, err)
-		}
+	var why error
+	if os.Geteuid() != 0 {
+		why = errors.New("not root")
+	} else {
+		why = addHostsLine(systemHosts, "127.0.0.1", LBName, hostsMarker(sb.dir))
+	}
+	if why == nil {
 		lb.info.HostsFile = systemHosts
 		sb.progress("lb: %s resolves to 127.0.0.1 here (%s) and to the bridge on the hosts", LBName, systemHosts)
 	} else {
-		sb.progress("lb: not root, so %s does not resolve on this machine; use 127.0.0.1:%d here", LBName, lb.info.Port)
+		// Not fatal: the hosts resolve it, and this machine reaches the
+		// load balancer at 127.0.0.1.
+		sb.progress("lb: %s does not resolve on this machine (%s: %v); here use 127.0.0.1:%d", LBName, systemHosts, why, lb.info.Port)
 	}
 	sb.mu.Lock()
 	sb.state.LB = lb.info

@@ -153,7 +153,18 @@ func writeKubeconfig(path string, k *KubeInfo) error {
 	if err != nil {
 		return err
 	}
-	cfg := fmt.Sprintf(`apiVersion: v1
+	return writeFileAtomic(path, []byte(kubeconfigText(k.Server, ca, adminUser, "token: "+k.Token, "default")), 0o600)
+}
+
+// kubeconfigText is a kubeconfig with one cluster and context named
+// ContextName, for user with the one credential line cred, in namespace ns
+// (none if empty).
+func kubeconfigText(server string, ca []byte, user, cred, ns string) string {
+	nsLine := ""
+	if ns != "" {
+		nsLine = "\n    namespace: " + ns
+	}
+	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: %[1]s
@@ -163,16 +174,14 @@ clusters:
 users:
 - name: %[4]s
   user:
-    token: %[5]s
+    %[5]s
 contexts:
 - name: %[1]s
   context:
     cluster: %[1]s
-    user: %[4]s
-    namespace: default
+    user: %[4]s%[6]s
 current-context: %[1]s
-`, ContextName, k.Server, b64(ca), adminUser, k.Token)
-	return writeFileAtomic(path, []byte(cfg), 0o600)
+`, ContextName, server, b64(ca), user, cred, nsLine)
 }
 
 // writeClientKubeconfig writes a kubeconfig at path that authenticates to
@@ -209,27 +218,9 @@ func writeClientKubeconfig(dir, path, server, user string, groups []string) erro
 	if err != nil {
 		return err
 	}
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: %[1]s
-  cluster:
-    server: %[2]s
-    certificate-authority-data: %[3]s
-users:
-- name: %[4]s
-  user:
-    client-certificate-data: %[5]s
-    client-key-data: %[6]s
-contexts:
-- name: %[1]s
-  context:
-    cluster: %[1]s
-    user: %[4]s
-current-context: %[1]s
-`, ContextName, server, b64(ca), user,
-		b64(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		b64(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})))
+	cred := "client-certificate-data: " + b64(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})) +
+		"\n    client-key-data: " + b64(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+	cfg := kubeconfigText(server, ca, user, cred, "")
 	return writeFileAtomic(path, []byte(cfg), 0o600)
 }
 

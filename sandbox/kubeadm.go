@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,35 +24,41 @@ import (
 // node, the addons' pods) is the sandbox-nodes mode's work.
 
 // kubeadmConfig is the InitConfiguration and ClusterConfiguration the
-// sandbox hands kubeadm. endpoint is the controlPlaneEndpoint: LBName before
-// the load balancer's port is known (certificates hold no port), then
-// LBName:port.
+// sandbox hands kubeadm for its control plane. endpoint is the
+// controlPlaneEndpoint: LBName before the load balancer's port is known
+// (certificates hold no port), then LBName:port.
 //
 // advertise is the node's address; empty lets kubeadm pick this machine's
-// (kubeadm refuses loopback: the apiserver still listens on 127.0.0.1 only,
-// the address is one more name in its certificate).
+// (kubeadm refuses loopback).
 func kubeadmConfig(pkiDir, nodeName, advertise, endpoint string) string {
+	return kubeadmConfigFor(pkiDir, nodeName, advertise, fmt.Sprintf(`controlPlaneEndpoint: %s
+networking:
+  serviceSubnet: %s
+apiServer:
+  certSANs: ["127.0.0.1", "localhost"]
+`, endpoint, serviceCIDR))
+}
+
+// kubeadmConfigFor is a kubeadm configuration for node nodeName at
+// advertise, certificates in pkiDir, with cluster (more ClusterConfiguration
+// fields) at the end.
+func kubeadmConfigFor(pkiDir, nodeName, advertise, cluster string) string {
 	api := ""
 	if advertise != "" {
 		api = "localAPIEndpoint:\n  advertiseAddress: " + advertise + "\n"
 	}
-	return fmt.Sprintf(`# Written by cairn sandbox: kubeadm's view of the sandbox's control plane.
+	return fmt.Sprintf(`# Written by cairn sandbox for kubeadm.
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
-%[6]snodeRegistration:
+%[4]snodeRegistration:
   name: %[2]s
   criSocket: unix:///run/containerd/containerd.sock
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
-kubernetesVersion: %[4]s
-controlPlaneEndpoint: %[3]s
+kubernetesVersion: %[3]s
 certificatesDir: %[1]s
-networking:
-  serviceSubnet: %[5]s
-apiServer:
-  certSANs: ["127.0.0.1", "localhost"]
-`, pkiDir, nodeName, endpoint, KubeVersion, serviceCIDR, api)
+%[5]s`, pkiDir, nodeName, KubeVersion, api, cluster)
 }
 
 // advertiseAddress is the first control-plane host's address in netns mode,
@@ -85,9 +92,19 @@ func (sb *Sandbox) firstControlPlane() string {
 // kubeadm runs the sandbox's kubeadm with args, bounded, and returns its
 // error with the output.
 func (sb *Sandbox) kubeadm(ctx context.Context, bin string, args ...string) error {
+	return sb.kubeadmOn(ctx, cpNode{}, bin, args...)
+}
+
+// kubeadmOn runs kubeadm in node's namespaces (network, UTS and mount: the
+// node's /etc/hosts and /etc/kubernetes), as if on the node.
+func (sb *Sandbox) kubeadmOn(ctx context.Context, node cpNode, bin string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	argv := append([]string{bin}, args...)
+	if node.onHost() {
+		argv = append([]string{node.nsenter, "--target", strconv.Itoa(node.nsPID), "--net", "--uts", "--mount", "--"}, argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = serverEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -110,7 +127,8 @@ func (sb *Sandbox) writeKubeadmPKI(ctx context.Context, bin string) error {
 // init leaves there (/etc/kubernetes/pki, admin.conf through the load
 // balancer) and uploads to the cluster what kubeadm init uploads. Only in
 // netns mode, where hosts have their own /etc/kubernetes.
-func (sb *Sandbox) kubeadmFirstControlPlane(ctx context.Context, bin string) error {
+func (sb *Sandbox) kubeadmFirstControlPlane(ctx context.Context, pre prereqs) error {
+	bin := pre.kube.kubeadm
 	inv, lb := sb.Inventory(), sb.LoadBalancer()
 	if inv == nil || lb == nil || inv.Mode != NetworkNamespaces {
 		return nil
@@ -147,11 +165,13 @@ func (sb *Sandbox) kubeadmFirstControlPlane(ctx context.Context, bin string) err
 }`); err != nil {
 		return fmt.Errorf("kubeadm: %w", err)
 	}
-	admin := filepath.Join(etcK8s, "admin.conf")
-	sb.progress("kubeadm: uploading kubeadm-config and kubelet-config, creating cluster-info and the bootstrap-token RBAC (through %s)", lb.Endpoint())
+	// On cp0, as kubeadm init runs them there: its /etc/kubernetes, its
+	// name for the load balancer.
+	node := sb.controlPlaneNode(pre)
+	sb.progress("kubeadm: on %s: uploading kubeadm-config and kubelet-config, creating cluster-info and the bootstrap-token RBAC (through %s)", name, lb.Endpoint())
 	for _, phase := range [][]string{{"upload-config", "all"}, {"bootstrap-token"}} {
-		args := append(append([]string{"init", "phase"}, phase...), "--config", uploaded, "--kubeconfig", admin)
-		if err := sb.kubeadm(ctx, bin, args...); err != nil {
+		args := append(append([]string{"init", "phase"}, phase...), "--config", uploaded, "--kubeconfig", "/etc/kubernetes/admin.conf")
+		if err := sb.kubeadmOn(ctx, node, bin, args...); err != nil {
 			return fmt.Errorf("kubeadm: %w", err)
 		}
 	}

@@ -325,7 +325,7 @@ func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
 		if err := sb.startLB(ctx, pre); err != nil {
 			return err
 		}
-		if err := sb.kubeadmFirstControlPlane(ctx, pre.kube.kubeadm); err != nil {
+		if err := sb.kubeadmFirstControlPlane(ctx, pre); err != nil {
 			return err
 		}
 		if err := sb.startExternalEtcd(ctx, pre); err != nil {

@@ -57,7 +57,8 @@ func stateDirFlag(fs *flag.FlagSet) *string {
 }
 
 func sandboxUp(ctx context.Context, m *Main, args []string) error {
-	fs := newFlagSet(m, "sandbox up", "sandbox up [flags]", `  # Start the cluster and 4 SSH hosts, then point kubectl at it:
+	fs := newFlagSet(m, "sandbox up", "sandbox up [flags]", `  # Start the cluster (on cp0, behind haproxy as lb.cairn.internal), hosts cp0-2, w0 and
+  # etcd0-2, then point kubectl at it:
   cairn sandbox up && eval "$(cairn sandbox env)" && kubectl get ns
 
   # SSH hosts only, on 127.0.0.1 ports (no network namespaces):
@@ -66,7 +67,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
   # Five control-plane hosts and two workers, no external etcd hosts:
   cairn sandbox up --control-planes=5 --workers=2 --etcd-hosts=0`)
 	dir := stateDirFlag(fs)
-	binDir := fs.String("bin-dir", sandbox.BinDir(), "directory holding etcd, kube-apiserver and kube-controller-manager (env "+sandbox.EnvBinDir+")")
+	binDir := fs.String("bin-dir", sandbox.BinDir(), "directory holding etcd, kube-apiserver, kube-controller-manager and kubeadm (env "+sandbox.EnvBinDir+")")
 	noKube := fs.Bool("no-kube", false, "do not start the Kubernetes control plane")
 	noSSH := fs.Bool("no-ssh", false, "do not start SSH hosts")
 	network := fs.String("network", "auto", "SSH host networking: auto, netns (own namespace per host, needs root) or loopback (127.0.0.1 ports)")
