@@ -11,6 +11,7 @@ import (
 	"time"
 
 	gast "github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/util"
 
 	rbast "github.com/cairn-dev/cairn/runbook/ast"
 )
@@ -118,7 +119,10 @@ func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeB
 	if i := strings.IndexAny(info, " \t{"); i >= 0 {
 		lang, rest = info[:i], info[i:]
 	}
-	b.Lang = strings.ToLower(lang)
+	// The language is the info string's first word with CommonMark's
+	// backslash escapes and entity references resolved (foo\+bar is
+	// foo+bar); the offsets below still count the raw bytes.
+	b.Lang = strings.ToLower(string(util.ResolveNumericReferences(util.ResolveEntityNames(util.UnescapePunctuations([]byte(lang))))))
 	restOff := infoOff + len(lang)
 	trimmed := strings.TrimLeft(rest, " \t")
 	restOff += len(rest) - len(trimmed)

@@ -132,6 +132,9 @@ func (p *parseState) at(off int) Pos { return p.li.pos(p.bodyOff + off) }
 type walkCtx struct {
 	when        *Cond // from enclosing tabs
 	inContainer bool
+	// inBlock: inside a list item, block quote or other CommonMark
+	// container, where a ## is an ordinary heading, never a step.
+	inBlock bool
 }
 
 func (p *parseState) transform(doc gast.Node) {
@@ -146,7 +149,7 @@ func (p *parseState) walk(parent gast.Node, ctx walkCtx) {
 		next := n.NextSibling()
 		switch n := n.(type) {
 		case *gast.Heading:
-			if n.Level == 2 {
+			if n.Level == 2 && !ctx.inBlock {
 				if ctx.inContainer {
 					p.errf(p.at(n.Pos()), "a step heading (##) cannot be inside a ::: container; close the container first")
 				} else {
@@ -162,7 +165,9 @@ func (p *parseState) walk(parent gast.Node, ctx walkCtx) {
 			p.container(n, ctx)
 		default:
 			if n.Type() == gast.TypeBlock && n.HasChildren() {
-				p.walk(n, ctx)
+				inner := ctx
+				inner.inBlock = true
+				p.walk(n, inner)
 			}
 		}
 		n = next

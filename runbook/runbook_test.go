@@ -295,3 +295,46 @@ func TestExpectLeaseNeedsOneLease(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadingsInBlocksAreNotSteps: a ## inside a list item or a block quote
+// is an ordinary heading (CommonMark's), never a step; code blocks there
+// still are blocks of the step around them.
+func TestHeadingsInBlocksAreNotSteps(t *testing.T) {
+	src := "---\ntitle: t\n---\n## one {#one}\n\n" +
+		"- item\n\n  ## in a list\n\n  ```bash {#in-list}\n  echo hi\n  ```\n\n" +
+		"> ## in a quote\n>\n> text\n\n" +
+		"## two {#two}\n\n```bash {#after}\necho two\n```\n"
+	rb, err := Parse("nested.md", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, st := range rb.Steps {
+		ids = append(ids, st.ID)
+	}
+	if strings.Join(ids, " ") != "one two" {
+		t.Fatalf("steps %v, want [one two]", ids)
+	}
+	if b := rb.BlockByID("in-list"); b == nil || b.Step == nil || b.Step.ID != "one" {
+		t.Errorf("the block in the list item: %+v", b)
+	}
+}
+
+// TestFenceLanguageUnescaped: the language is CommonMark's, escapes and
+// entities resolved.
+func TestFenceLanguageUnescaped(t *testing.T) {
+	for _, tc := range []struct{ info, want string }{
+		{`foo\+bar`, "foo+bar"},
+		{`c&#43;&#43;`, "c++"},
+		{`sh&amp;co`, "sh&co"},
+		{`bash`, "bash"},
+	} {
+		rb, err := Parse("lang.md", []byte("---\ntitle: t\n---\n## s {#s}\n\n```"+tc.info+"\nx\n```\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.info, err)
+		}
+		if got := rb.Blocks[0].Lang; got != tc.want {
+			t.Errorf("%s: language %q, want %q", tc.info, got, tc.want)
+		}
+	}
+}
