@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"time"
 
 	"github.com/alecthomas/chroma/v2"
@@ -34,6 +35,7 @@ type nodeRenderer struct {
 	names   map[string]bool
 	inStep  bool
 	results map[string]BlockResult
+	ids     map[string]bool // element ids taken on the page, for heading ids
 }
 
 // BlockResult is a block's last verified run, baked into the page. The
@@ -82,7 +84,9 @@ func (r *nodeRenderer) document(w util.BufWriter, _ []byte, _ gast.Node, enterin
 	return gast.WalkContinue, nil
 }
 
-// heading gives deeper headings ids so they can be linked (steps are h2).
+// heading gives every heading that is not a step (those are h2 sections
+// with the step's id) a stable id, so it can be linked: a slug of its text,
+// unique on the page (-2, -3 after the first).
 func (r *nodeRenderer) heading(w util.BufWriter, src []byte, node gast.Node, entering bool) (gast.WalkStatus, error) {
 	n := node.(*gast.Heading)
 	level := min(n.Level+1, 6) // the page title is the only h1; a Markdown # becomes h2.
@@ -90,7 +94,7 @@ func (r *nodeRenderer) heading(w util.BufWriter, src []byte, node gast.Node, ent
 		level = n.Level
 	}
 	if entering {
-		fmt.Fprintf(w, "<h%d>", level)
+		fmt.Fprintf(w, `<h%d id="%s">`, level, html.EscapeString(r.headingID(headingText(n, src))))
 	} else {
 		fmt.Fprintf(w, "</h%d>\n", level)
 	}
@@ -623,3 +627,70 @@ func inlineMarkdown(md goldmark.Markdown, s string) string {
 	out = strings.TrimSuffix(out, "</p>")
 	return out
 }
+
+// headingText is the plain text of a heading's inline content.
+func headingText(n gast.Node, src []byte) string {
+	var b strings.Builder
+	_ = gast.Walk(n, func(c gast.Node, entering bool) (gast.WalkStatus, error) {
+		if !entering {
+			return gast.WalkContinue, nil
+		}
+		switch c := c.(type) {
+		case *gast.Text:
+			b.Write(c.Segment.Value(src))
+			if c.SoftLineBreak() || c.HardLineBreak() {
+				b.WriteByte(' ')
+			}
+		case *gast.String:
+			b.Write(c.Value)
+		}
+		return gast.WalkContinue, nil
+	})
+	return b.String()
+}
+
+// headingID makes a page-unique id from text: letters and digits of any
+// script lowercased, runs of anything else one '-'; "section" if nothing is
+// left. The step ids, block ids and the theme's own ids are taken first.
+func (r *nodeRenderer) headingID(text string) string {
+	if r.ids == nil {
+		r.ids = map[string]bool{}
+		for _, id := range themeIDs {
+			r.ids[id] = true
+		}
+		for _, st := range r.rb.Steps {
+			r.ids[st.ID] = true
+		}
+		for _, b := range r.rb.Blocks {
+			if b.ID != "" {
+				r.ids["block-"+b.ID] = true
+			}
+		}
+	}
+	var b strings.Builder
+	dash := false
+	for _, c := range strings.ToLower(text) {
+		if unicode.IsLetter(c) || unicode.IsDigit(c) {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(c)
+			dash = false
+		} else {
+			dash = true
+		}
+	}
+	base := b.String()
+	if base == "" {
+		base = "section"
+	}
+	id := base
+	for i := 2; r.ids[id]; i++ {
+		id = fmt.Sprintf("%s-%d", base, i)
+	}
+	r.ids[id] = true
+	return id
+}
+
+// themeIDs are the element ids the default theme's page uses.
+var themeIDs = []string{"cairn-data", "cairn-i18n", "main", "params-title", "prereq-title", "search-input", "search-results", "sidebar", "toc-title"}
