@@ -235,9 +235,9 @@ func (p *parseState) newStep(h *gast.Heading) *rbast.Step {
 		node.AppendChild(node, c)
 		c = next
 	}
-	st.Title = strings.TrimSpace(plainText(node, p.rb.Body))
+	st.Title = strings.TrimSpace(PlainText(node, p.rb.Body))
 	if st.ID == "" {
-		st.ID = slugify(st.Title)
+		st.ID = Slugify(st.Title)
 		if st.ID == "" {
 			st.ID = fmt.Sprintf("step-%d", st.Number)
 		}
@@ -441,8 +441,8 @@ func (p *parseState) tab(tab *rbast.Container, param *Param, ctx walkCtx) {
 	p.walk(tab, ctx)
 }
 
-// plainText is the text content of inline nodes.
-func plainText(n gast.Node, src []byte) string {
+// PlainText is the text content of inline nodes (a heading's title).
+func PlainText(n gast.Node, src []byte) string {
 	var b strings.Builder
 	_ = gast.Walk(n, func(c gast.Node, entering bool) (gast.WalkStatus, error) {
 		if !entering {
@@ -462,9 +462,9 @@ func plainText(n gast.Node, src []byte) string {
 	return b.String()
 }
 
-// slugify derives an id from a heading: lower case, runs of other than
-// letters and digits become '-'.
-func slugify(s string) string {
+// Slugify derives an id from a heading: lower case, runs of other than
+// letters and digits (of any script) become '-'.
+func Slugify(s string) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(s) {

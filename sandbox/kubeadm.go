@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -100,10 +99,7 @@ func (sb *Sandbox) kubeadm(ctx context.Context, bin string, args ...string) erro
 func (sb *Sandbox) kubeadmOn(ctx context.Context, node cpNode, bin string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	argv := append([]string{bin}, args...)
-	if node.onHost() {
-		argv = append([]string{node.nsenter, "--target", strconv.Itoa(node.nsPID), "--net", "--uts", "--mount", "--"}, argv...)
-	}
+	argv := node.wrap(append([]string{bin}, args...), "--mount")
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = serverEnv()
 	out, err := cmd.CombinedOutput()

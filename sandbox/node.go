@@ -49,13 +49,15 @@ func (sb *Sandbox) controlPlaneNode(pre prereqs) cpNode {
 // onHost is true when the servers run in a host's namespaces.
 func (n cpNode) onHost() bool { return n.nsPID != 0 }
 
-// wrap makes argv run in the node's network and UTS namespaces (nsenter
-// execs, so the recorded pid is the server's own).
-func (n cpNode) wrap(argv []string) []string {
+// wrap makes argv run in the node's network and UTS namespaces, and in any
+// more that nsFlags name ("--mount"); nsenter execs, so the recorded pid is
+// the server's own.
+func (n cpNode) wrap(argv []string, nsFlags ...string) []string {
 	if !n.onHost() {
 		return argv
 	}
-	return append([]string{n.nsenter, "--target", strconv.Itoa(n.nsPID), "--net", "--uts", "--"}, argv...)
+	pre := append([]string{n.nsenter, "--target", strconv.Itoa(n.nsPID), "--net", "--uts"}, nsFlags...)
+	return append(append(pre, "--"), argv...)
 }
 
 // ports returns the fixed kubeadm ports on a host, else n free ones.

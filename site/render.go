@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 	"time"
 
 	"github.com/alecthomas/chroma/v2"
@@ -94,7 +93,7 @@ func (r *nodeRenderer) heading(w util.BufWriter, src []byte, node gast.Node, ent
 		level = n.Level
 	}
 	if entering {
-		fmt.Fprintf(w, `<h%d id="%s">`, level, html.EscapeString(r.headingID(headingText(n, src))))
+		fmt.Fprintf(w, `<h%d id="%s">`, level, html.EscapeString(r.headingID(runbook.PlainText(n, src))))
 	} else {
 		fmt.Fprintf(w, "</h%d>\n", level)
 	}
@@ -628,30 +627,8 @@ func inlineMarkdown(md goldmark.Markdown, s string) string {
 	return out
 }
 
-// headingText is the plain text of a heading's inline content.
-func headingText(n gast.Node, src []byte) string {
-	var b strings.Builder
-	_ = gast.Walk(n, func(c gast.Node, entering bool) (gast.WalkStatus, error) {
-		if !entering {
-			return gast.WalkContinue, nil
-		}
-		switch c := c.(type) {
-		case *gast.Text:
-			b.Write(c.Segment.Value(src))
-			if c.SoftLineBreak() || c.HardLineBreak() {
-				b.WriteByte(' ')
-			}
-		case *gast.String:
-			b.Write(c.Value)
-		}
-		return gast.WalkContinue, nil
-	})
-	return b.String()
-}
-
-// headingID makes a page-unique id from text: letters and digits of any
-// script lowercased, runs of anything else one '-'; "section" if nothing is
-// left. The step ids, block ids and the theme's own ids are taken first.
+// headingID makes a page-unique id from text, slugified as step ids are;
+// "section" if nothing is left. The step ids, block ids and the theme's own ids are taken first.
 func (r *nodeRenderer) headingID(text string) string {
 	if r.ids == nil {
 		r.ids = map[string]bool{}
@@ -667,20 +644,7 @@ func (r *nodeRenderer) headingID(text string) string {
 			}
 		}
 	}
-	var b strings.Builder
-	dash := false
-	for _, c := range strings.ToLower(text) {
-		if unicode.IsLetter(c) || unicode.IsDigit(c) {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			b.WriteRune(c)
-			dash = false
-		} else {
-			dash = true
-		}
-	}
-	base := b.String()
+	base := runbook.Slugify(text)
 	if base == "" {
 		base = "section"
 	}
