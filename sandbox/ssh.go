@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,12 @@ type Inventory struct {
 	// (netns mode; see PrivateDirs). Empty in loopback mode, where the
 	// hosts share this machine's whole file system.
 	PrivateDirs []string `json:"privateDirs,omitempty"`
+
+	// Home is User's home directory, which each host has its own copy of
+	// in netns mode (seeded with .ssh/known_hosts naming every host), so
+	// that files copied to "USER@host:" land on that host alone. Empty in
+	// loopback mode.
+	Home string `json:"home,omitempty"`
 }
 
 // Host is one SSH host.
@@ -133,7 +140,10 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 			return fmt.Errorf("ssh: %w", err)
 		}
 		inv.PrivateDirs = PrivateDirs()
-		sb.progress("ssh: each host gets its own %s", strings.Join(inv.PrivateDirs, ", "))
+		if u.HomeDir != "" && filepath.Clean(u.HomeDir) != "/" {
+			inv.Home = filepath.Clean(u.HomeDir)
+		}
+		sb.progress("ssh: each host gets its own %s", strings.Join(append(slices.Clone(inv.PrivateDirs), inv.Home), ", "))
 	} else {
 		sb.progress("ssh: loopback mode: the hosts share this machine's file system (no private %s)", strings.Join(PrivateDirs(), ", "))
 	}
@@ -161,6 +171,11 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 					return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 				}
 			}
+			if inv.Home != "" {
+				if err := sb.makePrivateHome(h, inv.Home); err != nil {
+					return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
+				}
+			}
 			if err := linkHostTools(filepath.Join(h.Root, "/usr/local/bin"), sb.binDir()); err != nil {
 				return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 			}
@@ -177,7 +192,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			return err
 		}
-		if err := sb.startComponent(ctx, &sshHost{pre: pre, ns: ns, i: i, h: h, cfgPath: cfgPath}); err != nil {
+		if err := sb.startComponent(ctx, &sshHost{pre: pre, ns: ns, i: i, h: h, cfgPath: cfgPath, home: inv.Home}); err != nil {
 			return fmt.Errorf("ssh: host %s: %w", h.Name, err)
 		}
 		inv.Hosts = append(inv.Hosts, h)
@@ -207,6 +222,20 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 	}
 	if err := writeSSHConfig(inv); err != nil {
 		return fmt.Errorf("ssh: %w", err)
+	}
+	if inv.Home != "" {
+		// Each host knows the others' keys, as hosts of one fleet do, so
+		// that scp between them (the kubeadm runbook's manual certificate
+		// path) asks no question.
+		kh, err := os.ReadFile(inv.KnownHosts)
+		if err != nil {
+			return err
+		}
+		for _, h := range inv.Hosts {
+			if err := os.WriteFile(filepath.Join(h.hostDir, "home", ".ssh", "known_hosts"), kh, 0o644); err != nil {
+				return fmt.Errorf("ssh: host %s: %w", h.Name, err)
+			}
+		}
 	}
 	b, err := json.MarshalIndent(inv, "", "  ")
 	if err != nil {
@@ -326,6 +355,42 @@ func etcHosts(ns *netState, hosts []HostSpec) string {
 	return b.String()
 }
 
+// makePrivateHome creates h's copy of the login user's home directory,
+// hostDir/home, with an empty .ssh, and in it a mountpoint for each of this
+// sandbox's own directories that lie under home (its state and binaries):
+// the host's sshd, host keys and tools live there, so they must show
+// through the private home (keepThrough).
+func (sb *Sandbox) makePrivateHome(h Host, home string) error {
+	priv := filepath.Join(h.hostDir, "home")
+	if err := os.MkdirAll(filepath.Join(priv, ".ssh"), 0o700); err != nil {
+		return err
+	}
+	for _, k := range sb.keepThrough(home) {
+		rel, _ := filepath.Rel(home, k)
+		if err := os.MkdirAll(filepath.Join(priv, rel), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepThrough lists the sandbox's directories under home, outermost only.
+func (sb *Sandbox) keepThrough(home string) []string {
+	var keep []string
+	for _, d := range []string{sb.dir, sb.binDir()} {
+		d = filepath.Clean(d)
+		if !strings.HasPrefix(d, home+string(filepath.Separator)) {
+			continue
+		}
+		if slices.ContainsFunc(keep, func(k string) bool { return d == k || strings.HasPrefix(d, k+string(filepath.Separator)) }) {
+			continue
+		}
+		keep = slices.DeleteFunc(keep, func(k string) bool { return strings.HasPrefix(k, d+string(filepath.Separator)) })
+		keep = append(keep, d)
+	}
+	return keep
+}
+
 // hostInit is the first process in a host's namespaces: it sets the
 // hostname ($0), bind-mounts each SRC over DST with the mount program $1
 // (pairs up to "--"), then becomes sshd (the rest). unshare made the mount
@@ -333,7 +398,7 @@ func etcHosts(ns *netState, hosts []HostSpec) string {
 // vanish with the namespace when its last process exits.
 const hostInit = `echo "$0" > /proc/sys/kernel/hostname || exit 1
 m=$1; shift
-while [ "$1" != -- ]; do "$m" --bind "$1" "$2" || exit 1; shift 2; done
+while [ "$1" != -- ]; do "$m" --rbind "$1" "$2" || exit 1; shift 2; done
 shift
 exec "$@"`
 
@@ -348,6 +413,7 @@ type sshHost struct {
 	i       int
 	h       Host
 	cfgPath string
+	home    string // the login user's home, private to the host ("" for none)
 }
 
 // hostComponent names the component (and process) of host name.
@@ -356,10 +422,10 @@ func hostComponent(name string) string { return "sshd-" + name }
 func (s *sshHost) Name() string { return hostComponent(s.h.Name) }
 
 func (s *sshHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
-	return Probe{Kind: ProbeSSH, URL: s.h.Addr()}, sb.startHost(ctx, s.pre, s.ns, s.i, s.h, s.cfgPath)
+	return Probe{Kind: ProbeSSH, URL: s.h.Addr()}, sb.startHost(ctx, s.pre, s.ns, s.i, s.h, s.cfgPath, s.home)
 }
 
-func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i int, h Host, cfgPath string) error {
+func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i int, h Host, cfgPath, home string) error {
 	sshd := []string{pre.sshd, "-D", "-e", "-f", cfgPath}
 	// Set the hostname inside the new UTS namespace, then become sshd.
 	setHost := []string{"/bin/sh", "-c", `echo "$0" > /proc/sys/kernel/hostname && exec "$@"`, h.Name}
@@ -371,6 +437,18 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 			argv = append(argv, filepath.Join(h.Root, d), d)
 		}
 		argv = append(argv, filepath.Join(h.hostDir, "etc-hosts"), "/etc/hosts")
+		if home != "" {
+			// The sandbox's own directories first, into their mountpoints
+			// in the private home, then the private home (with them) over
+			// the real one: mounts are in order, and each source path is
+			// resolved before the home is covered.
+			priv := filepath.Join(h.hostDir, "home")
+			for _, k := range sb.keepThrough(home) {
+				rel, _ := filepath.Rel(home, k)
+				argv = append(argv, k, filepath.Join(priv, rel))
+			}
+			argv = append(argv, priv, home)
+		}
 		argv = append(append(argv, "--"), sshd...)
 	case pre.unshare != "" && os.Geteuid() == 0:
 		argv = append(append([]string{pre.unshare, "--uts", "--"}, setHost...), sshd...)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
@@ -371,4 +373,138 @@ func TestBundledKubeadmExternalEtcd(t *testing.T) {
 	if rec.Status == executor.StatusVerified || !strings.Contains(rec.Output, "FAIL etcd2") {
 		t.Errorf("check-etcd-health with etcd2 dead: %s\n%s", rec.Status, rec.Output)
 	}
+}
+
+// TestBundledKubeadmScpCerts walks the scp tab of the certificate
+// distribution. The test plays the administrator at the PC: it starts a real
+// ssh-agent holding the sandbox's key and runs the manual blocks' own text
+// (scp-certs, then scp-etcd-ca-key or scp-etcd-client-cert) in a root shell on
+// cp0 reached with agent forwarding (ssh -A), as ssh-agent-session says; scp
+// then copies cp0's kubeadm-generated PKI into COPY_USER's home on cp1 and
+// cp2 (each host's home is its own in the sandbox). The ssh blocks move-certs,
+// move-etcd-ca-key / move-etcd-client-cert and secure-copied-keys run through
+// the executor; the result must equal cp0's files by content and mode, the
+// homes must be empty again, and this machine's home must hold no key.
+func TestBundledKubeadmScpCerts(t *testing.T) {
+	r := newKubeadmRig(t)
+	s := r.s
+	if s.Inventory.Home == "" {
+		t.Skip("the hosts share this machine's home directory (no private homes)")
+	}
+	for _, tool := range []string{"ssh", "ssh-agent", "ssh-add"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (scripts/ci-deps.sh installs openssh-client)", tool)
+		}
+	}
+	targets := []string{"cp1", "cp2"}
+	clean := func() {
+		for _, h := range targets {
+			s.Run(t, h, "rm -rf /etc/kubernetes/pki /etc/kubernetes/tmp; find ~ -maxdepth 1 -name '*.crt' -delete -o -maxdepth 1 -name '*.key' -delete -o -maxdepth 1 -name '*.pub' -delete")
+		}
+	}
+	clean()
+	t.Cleanup(clean)
+	homeBefore := pathState(t, s.Inventory.Home)
+
+	// The administrator's agent: a real ssh-agent on its own socket,
+	// killed at the end.
+	agentDir := t.TempDir()
+	sock := filepath.Join(agentDir, "agent.sock")
+	agent := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	env := append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if !waitForFile(sock, 5*time.Second) {
+		t.Fatal("ssh-agent made no socket")
+	}
+	add := exec.Command("ssh-add", s.Inventory.IdentityFile)
+	add.Env = env
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v\n%s", err, out)
+	}
+
+	// asAdmin runs the manual block id's text in a root shell on cp0 reached
+	// with ssh -A, the runbook's parameters in its environment.
+	asAdmin := func(t *testing.T, b *bundled, id string) string {
+		t.Helper()
+		blk := b.rb.BlockByID(id)
+		if blk == nil || blk.Target != runbook.TargetManual {
+			t.Fatalf("%s: no manual block", id)
+		}
+		var script strings.Builder
+		script.WriteString("set -e\n")
+		for _, k := range []string{"CONTROL_PLANE_HOSTS", "COPY_USER", "ETCD_TOPOLOGY"} {
+			fmt.Fprintf(&script, "export %s=%s\n", k, shellQuote(b.params[k]))
+		}
+		script.WriteString(blk.Content)
+		ctx := ctxFor(t, time.Minute)
+		cmd := exec.CommandContext(ctx, "ssh", "-A", "-F", s.Inventory.SSHConfig, r.cp0, "sudo -E -s")
+		cmd.Env = env
+		cmd.Stdin = strings.NewReader(script.String())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s on %s: %v\n%s", id, r.cp0, err, out)
+		}
+		return string(out)
+	}
+
+	src := fileStates(t, s, r.cp0, append(append(slices.Clone(sharedCerts), etcdCAKey), etcdClient...))
+	for _, topo := range []string{"stacked", "external"} {
+		t.Run(topo, func(t *testing.T) {
+			clean()
+			b := newBundled(t, "kubeadm-ha.md", r.k, s, r.params("CERT_DISTRIBUTION", "scp", "ETCD_TOPOLOGY", topo,
+				"CONTROL_PLANE_HOSTS", strings.Join(targets, ","), "COPY_USER", s.Inventory.User))
+			extra, scpExtra, moveExtra := []string{etcdCAKey}, "scp-etcd-ca-key", "move-etcd-ca-key"
+			if topo == "external" {
+				extra, scpExtra, moveExtra = etcdClient, "scp-etcd-client-cert", "move-etcd-client-cert"
+			}
+			if topo == "stacked" {
+				// Before any scp, the move has nothing to move and must
+				// fail (bash -e), naming the missing file.
+				rec := b.run(t, "move-certs", false, time.Minute)
+				if rec.Status == executor.StatusVerified || !strings.Contains(rec.Output, "ca.crt") {
+					t.Fatalf("move-certs with empty homes: %s\n%s", rec.Status, rec.Output)
+				}
+			}
+			asAdmin(t, b, "scp-certs")
+			asAdmin(t, b, scpExtra)
+			for _, h := range targets {
+				if ls := s.Run(t, h, "ls ~"); !strings.Contains(ls, "ca.key") || !strings.Contains(ls, "etcd-ca.crt") {
+					t.Fatalf("scp left no certificates in %s's home: %q", h, ls)
+				}
+			}
+			if ls := s.Run(t, r.cp0, "ls ~"); strings.TrimSpace(ls) != "" {
+				t.Errorf("cp0's home holds %q: scp wrote to the wrong host", ls)
+			}
+			b.verify(t, "move-certs", false)
+			b.verify(t, moveExtra, false)
+			b.verify(t, "secure-copied-keys", false)
+			want := append(slices.Clone(sharedCerts), extra...)
+			for _, h := range targets {
+				got := fileStates(t, s, h, want)
+				for _, f := range want {
+					if got[f] != src[f] {
+						t.Errorf("%s:/etc/kubernetes/pki/%s is %q, cp0's is %q", h, f, got[f], src[f])
+					}
+				}
+				if ls := s.Run(t, h, "ls ~"); strings.TrimSpace(ls) != "" {
+					t.Errorf("%s's home still holds %q after the move", h, ls)
+				}
+			}
+		})
+	}
+	if got := pathState(t, s.Inventory.Home); got != homeBefore {
+		t.Errorf("this machine's %s changed: %s, was %s", s.Inventory.Home, got, homeBefore)
+	}
+}
+
+func waitForFile(path string, limit time.Duration) bool {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+	}
+	return false
 }
