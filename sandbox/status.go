@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -178,12 +177,12 @@ func kubeDo(ctx context.Context, k *KubeInfo, method, path, body string) (int, s
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	var sb strings.Builder
-	r := bufio.NewReader(resp.Body)
-	buf := make([]byte, 4096)
-	n, _ := r.Read(buf)
-	sb.Write(buf[:n])
-	return resp.StatusCode, sb.String(), nil
+	// Whole objects (a ConfigMap the Cilium operator reads), bounded.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return 0, "", fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return resp.StatusCode, string(b), nil
 }
 
 // freePorts returns n distinct free ports on 127.0.0.1, holding all n

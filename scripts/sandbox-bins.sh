@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # sandbox-bins.sh builds the sandbox's server binaries (etcd, kube-apiserver,
-# kube-controller-manager; kubeadm, kubectl and kubelet for the hosts; and for
+# kube-controller-manager; kubeadm, kubectl and kubelet for the hosts; for
 # the CCM runbook kube-controller-manager-n (v1.30) and
-# cloud-controller-manager) from the builder modules in sandbox/build and
+# cloud-controller-manager; for the Cilium runbook cilium-operator-generic,
+# helm and Cilium's Helm chart) from the builder modules in sandbox/build and
 # caches them outside the repo, keyed by version:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/cairn/sandbox/v1.37.2-etcd3.6.16/bin/
@@ -22,6 +23,10 @@ KUBE_VERSION=v1.37.2
 KUBE_MINOR=37
 ETCD_VERSION=v3.6.16
 KCM_N_VERSION=v1.30.14
+# Keep in step with sandbox/build/cilium/go.mod, sandbox/build/helm/go.mod
+# and sandbox.CiliumVersion.
+CILIUM_VERSION=v1.20.2
+HELM_VERSION=v4.3.2
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 key="${KUBE_VERSION}-etcd${ETCD_VERSION#v}"
@@ -57,16 +62,16 @@ fi
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 
-# build NAME MODULE_DIR PACKAGE [LDFLAGS]
+# build NAME MODULE_DIR PACKAGE [LDFLAGS [TAGS]]
 build() {
-  local name=$1 dir=$2 pkg=$3 ldflags=${4:-"-s -w"}
+  local name=$1 dir=$2 pkg=$3 ldflags=${4:-"-s -w"} tags=${5:-}
   if [[ $force == 0 && -x $bin/$name ]]; then
     echo "sandbox-bins: $name present ($bin/$name)"
     return
   fi
   echo "sandbox-bins: building $name from $pkg (module $dir) ..."
   local start=$SECONDS
-  go build -C "$root/$dir" -trimpath -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg"
+  go build -C "$root/$dir" -trimpath -tags "$tags" -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg"
   mv -f "$bin/.$name.tmp" "$bin/$name"
   echo "sandbox-bins: built $name in $((SECONDS - start))s"
 }
@@ -90,4 +95,20 @@ build kubelet sandbox/build k8s.io/kubernetes/cmd/kubelet "$kube_ldflags"
 # k8s.io/cloud-provider's fake provider registered as "fake".
 build kube-controller-manager-n sandbox/build/kcm-n . "-s -w -X k8s.io/component-base/version.gitVersion=$KCM_N_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=30"
 build cloud-controller-manager sandbox/build/ccm . "$kube_ldflags"
+# The Cilium runbook: the operator variant the chart runs by default
+# (cilium-operator-generic: the operator's main package with the generic IPAM
+# providers, as cilium's operator/Makefile builds it), helm, and the chart of
+# the same release from the module's install/kubernetes/cilium.
+build cilium-operator-generic sandbox/build/cilium github.com/cilium/cilium/operator "-s -w" ipam_provider_operator,osusergo
+build helm sandbox/build/helm helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
+if [[ $force == 1 || ! -f $bin/charts/cilium/Chart.yaml ]]; then
+  go mod download -C "$root/sandbox/build/cilium" github.com/cilium/cilium
+  src=$(go list -C "$root/sandbox/build/cilium" -m -f '{{.Dir}}' github.com/cilium/cilium)
+  rm -rf "$bin/charts/.cilium.tmp" && mkdir -p "$bin/charts"
+  cp -r --no-preserve=mode "$src/install/kubernetes/cilium" "$bin/charts/.cilium.tmp"
+  rm -rf "$bin/charts/cilium" && mv "$bin/charts/.cilium.tmp" "$bin/charts/cilium"
+  echo "sandbox-bins: copied Cilium's chart $CILIUM_VERSION to $bin/charts/cilium"
+else
+  echo "sandbox-bins: Cilium chart present ($bin/charts/cilium)"
+fi
 echo "sandbox-bins: binaries ready in $bin ($((SECONDS - total))s)"
