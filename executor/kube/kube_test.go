@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -528,6 +529,32 @@ func TestDelete(t *testing.T) {
 	}
 	if _, out := e.mustRun("delete-keep"); out != "configmap \"keep\" deleted\n" {
 		t.Errorf("delete by field selector: %q", out)
+	}
+
+	// An object being deleted (held here by a finalizer, as a pod is while
+	// it terminates) satisfies no condition, though its fields match.
+	if _, out := e.mustRun("wait-doomed-short"); !strings.HasSuffix(out, "configmap/doomed condition met\n") {
+		t.Fatalf("wait on doomed: %q", out)
+	}
+	patch := []byte(`{"metadata":{"finalizers":["cairn.dev/hold"]}}`)
+	if _, err := cms.Patch(ctxT(t, 10*time.Second), "doomed", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctxT(t, 10*time.Second), "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, out = e.run("wait-doomed-short")
+	if res.Exit != 1 || !strings.Contains(fmt.Sprint(res.Err), "it has a deletion in progress") {
+		t.Errorf("wait on an object being deleted: exit %d, %v\n%s", res.Exit, res.Err, out)
+	}
+	if _, err := cms.Patch(ctxT(t, 10*time.Second), "doomed", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, out := e.mustRun("wait-doomed-gone"); out != "configmap/doomed deleted\n" {
+		t.Fatalf("doomed after its finalizer went: %q", out)
+	}
+	if _, err := cms.Create(ctxT(t, 10*time.Second), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	// A wait for=delete ends when the object goes.

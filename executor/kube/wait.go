@@ -85,6 +85,11 @@ func (w waitCond) eval(u *unstructured.Unstructured) (bool, string) {
 	switch {
 	case w.del:
 		return false, "still exists"
+	case u.GetDeletionTimestamp() != nil:
+		// An object on its way out (a pod just deleted, still Ready while
+		// it terminates) never satisfies a wait: the runbook is waiting
+		// for its successor, or for the object to stay.
+		return false, "a deletion in progress"
 	case w.check != nil:
 		text, empty, err := evalCheck(w.check.Path, u.Object)
 		if err != nil {
