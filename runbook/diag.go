@@ -11,9 +11,17 @@ type Diagnostic struct {
 	File string
 	Pos  Pos
 	Msg  string
+	// Warning: Cairn read the file anyway (an unknown front-matter key,
+	// no front matter). Warnings never stop build or serve; `cairn check
+	// --strict` counts them as problems.
+	Warning bool
 }
 
 func (d Diagnostic) String() string {
+	if d.Warning {
+		d.Msg = "warning: " + d.Msg
+		d.Warning = false
+	}
 	switch {
 	case d.Pos.Line == 0:
 		return fmt.Sprintf("%s: %s", d.File, d.Msg)

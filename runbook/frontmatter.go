@@ -189,11 +189,20 @@ func (p *parseState) parseFrontMatter(fm []byte, line0 int) {
 		case "params":
 			p.parseParams(v, at)
 		default:
+			// Another tool's key (runme, weight of a theme, reviewers …):
+			// kept for themes, like Hugo's .Params, and reported.
+			var val any
+			if err := v.Decode(&val); err == nil {
+				if m.Extra == nil {
+					m.Extra = map[string]any{}
+				}
+				m.Extra[k.Value] = val
+			}
 			hint := ""
 			if n := nearest(k.Value, frontMatterKeys); n != "" {
 				hint = fmt.Sprintf("; did you mean %q?", n)
 			}
-			p.errf(at(k), "front matter: unknown key %q%s", k.Value, hint)
+			p.warnf(at(k), "front matter: unknown key %q is kept for themes and otherwise ignored%s", k.Value, hint)
 		}
 	}
 	if p.rb.Meta.Title == "" {

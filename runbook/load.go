@@ -15,6 +15,16 @@ type Set struct {
 	Runbooks []*Runbook
 }
 
+// Warnings is every runbook's warnings, sorted.
+func (s *Set) Warnings() Diagnostics {
+	var ws Diagnostics
+	for _, rb := range s.Runbooks {
+		ws = append(ws, rb.Warnings...)
+	}
+	ws.Sort()
+	return ws
+}
+
 // LoadDir parses every .md file below dir. It returns what it could parse
 // and, as err, all diagnostics of all files (a Diagnostics) or an I/O error.
 func LoadDir(dir string) (*Set, error) {

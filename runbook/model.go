@@ -27,6 +27,9 @@ type Runbook struct {
 	BodyOffset int
 	Doc        gast.Node
 	Hash       string // sha256 of Source, hex
+
+	// Warnings are what Parse read past (see Diagnostic.Warning).
+	Warnings Diagnostics
 }
 
 // Meta is the front matter apart from parameters.
@@ -41,6 +44,12 @@ type Meta struct {
 	KubeContexts  []string
 	Requires      Requires
 	WriteBack     bool
+	// TitleFromHeading: the file has no front matter and Title is its
+	// first # heading (the page does not repeat it).
+	TitleFromHeading bool
+	// Extra holds front-matter keys Cairn does not know, for themes (as
+	// Hugo's .Params); each is also a warning.
+	Extra map[string]any
 }
 
 // Requires lists what a runbook needs: what an air-gapped site must bring

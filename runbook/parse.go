@@ -77,7 +77,10 @@ func Parse(path string, src []byte) (*Runbook, error) {
 	fm, bodyOff, ok, closed := splitFrontMatter(src)
 	switch {
 	case !ok:
-		p.errf(Pos{Line: 1}, "missing front matter: a runbook starts with a --- line, YAML with at least a title, and another --- line")
+		// Plain Markdown (a README, another tool's page): a page titled
+		// by its first # heading, or by its file name.
+		p.warnf(Pos{Line: 1}, "no front matter: the title comes from the first # heading or the file name; start the file with --- YAML with a title --- to set it")
+		p.titleFromHeading = true
 	case !closed:
 		p.errf(Pos{Line: 1}, "front matter is never closed: add a --- line after the YAML")
 	default:
@@ -102,11 +105,22 @@ func Parse(path string, src []byte) (*Runbook, error) {
 	pc := parser.NewContext()
 	pc.Set(stateKey, p)
 	rb.Doc = markdown().Parser().Parse(text.NewReader(rb.Body), parser.WithContext(pc))
-	if len(p.diags) == 0 {
-		return rb, nil
+	if p.titleFromHeading && rb.Meta.Title == "" {
+		rb.Meta.Title = strings.TrimSuffix(base, filepath.Ext(base))
 	}
 	p.diags.Sort()
-	return rb, p.diags
+	var errs Diagnostics
+	for _, d := range p.diags {
+		if d.Warning {
+			rb.Warnings = append(rb.Warnings, d)
+		} else {
+			errs = append(errs, d)
+		}
+	}
+	if len(errs) == 0 {
+		return rb, nil
+	}
+	return rb, errs
 }
 
 type parseState struct {
@@ -120,10 +134,16 @@ type parseState struct {
 	captures map[string]*Block // capture name -> first block that sets it
 	tabSets  int
 	lastExec *Block
+	// titleFromHeading: no front matter; the first # heading is the title.
+	titleFromHeading bool
 }
 
 func (p *parseState) errf(pos Pos, format string, args ...any) {
 	p.diags = append(p.diags, Diagnostic{File: p.rb.Path, Pos: pos, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *parseState) warnf(pos Pos, format string, args ...any) {
+	p.diags = append(p.diags, Diagnostic{File: p.rb.Path, Pos: pos, Msg: fmt.Sprintf(format, args...), Warning: true})
 }
 
 // at converts a byte offset in Body to a file position.
@@ -149,6 +169,17 @@ func (p *parseState) walk(parent gast.Node, ctx walkCtx) {
 		next := n.NextSibling()
 		switch n := n.(type) {
 		case *gast.Heading:
+			if n.Level == 1 && p.titleFromHeading && p.rb.Meta.Title == "" && !ctx.inBlock && !ctx.inContainer {
+				// It becomes the page's title, so the body does not
+				// repeat it.
+				p.rb.Meta.Title = PlainText(n, p.rb.Body)
+				p.rb.Meta.TitleFromHeading = true
+				parent.RemoveChild(parent, n)
+				n = nil
+			}
+			if n == nil {
+				break
+			}
 			if n.Level == 2 && !ctx.inBlock {
 				if ctx.inContainer {
 					p.errf(p.at(n.Pos()), "a step heading (##) cannot be inside a ::: container; close the container first")

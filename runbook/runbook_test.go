@@ -4,8 +4,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	gast "github.com/yuin/goldmark/ast"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden files")
@@ -23,10 +26,16 @@ func TestCheckGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = Parse(filepath.ToSlash(f), src)
-			got := ""
+			rb, err := Parse(filepath.ToSlash(f), src)
+			var all Diagnostics
 			if err != nil {
-				got = err.Error() + "\n"
+				all = append(all, err.(Diagnostics)...)
+			}
+			all = append(all, rb.Warnings...)
+			all.Sort()
+			got := ""
+			if len(all) > 0 {
+				got = all.Error() + "\n"
 			}
 			golden := strings.TrimSuffix(f, ".md") + ".golden"
 			if *update {
@@ -336,5 +345,48 @@ func TestFenceLanguageUnescaped(t *testing.T) {
 		if got := rb.Blocks[0].Lang; got != tc.want {
 			t.Errorf("%s: language %q, want %q", tc.info, got, tc.want)
 		}
+	}
+}
+
+// TestLenientReading: Markdown written for other tools is read, with
+// warnings, not refused.
+func TestLenientReading(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, title string
+		extra            map[string]any
+		steps            int
+		warnings         int
+		h1Left           bool
+	}{
+		{name: "readme.md", src: "# Deploy the app\n\nText.\n\n## Build\n\n```sh\nmake\n```\n", title: "Deploy the app", steps: 1, warnings: 1},
+		{name: "notes.md", src: "Just text, no heading.\n", title: "notes", warnings: 1},
+		// Only a top-level # is the title; one in a list stays.
+		{name: "listed.md", src: "- # In a list\n\n# Real title\n", title: "Real title", warnings: 1, h1Left: true},
+		{name: "runme.md", src: "---\ntitle: T\nrunme:\n  id: x1\nreviewers: [a]\n---\n\n## S\n", title: "T",
+			extra: map[string]any{"runme": map[string]any{"id": "x1"}, "reviewers": []any{"a"}}, steps: 1, warnings: 2},
+		{name: "empty.md", src: "---\ntitle: Empty\n---\n", title: "Empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rb, err := Parse(tc.name, []byte(tc.src))
+			if err != nil {
+				t.Fatalf("error: %v", err)
+			}
+			if rb.Meta.Title != tc.title || len(rb.Steps) != tc.steps || len(rb.Warnings) != tc.warnings {
+				t.Errorf("title %q, %d steps, warnings %v; want %q, %d, %d", rb.Meta.Title, len(rb.Steps), rb.Warnings, tc.title, tc.steps, tc.warnings)
+			}
+			if tc.extra != nil && !reflect.DeepEqual(rb.Meta.Extra, tc.extra) {
+				t.Errorf("Extra = %#v, want %#v", rb.Meta.Extra, tc.extra)
+			}
+			h1 := 0
+			_ = gast.Walk(rb.Doc, func(n gast.Node, entering bool) (gast.WalkStatus, error) {
+				if h, ok := n.(*gast.Heading); ok && entering && h.Level == 1 {
+					h1++
+				}
+				return gast.WalkContinue, nil
+			})
+			if want := map[bool]int{true: 1, false: 0}[tc.h1Left]; h1 != want {
+				t.Errorf("%d level-1 headings left in the body, want %d (the title is not repeated)", h1, want)
+			}
+		})
 	}
 }

@@ -76,6 +76,9 @@ type entry struct {
 	searchJSON []byte
 	nav        string // navigation fingerprint: title, slug, weight, steps
 	diags      runbook.Diagnostics
+	// rendered: the page was made (its content may be empty: a runbook
+	// with front matter and no body still gets its page).
+	rendered bool
 }
 
 // Result is what a build produced.
@@ -85,7 +88,10 @@ type Result struct {
 	Steps       int
 	Rendered    int // pages rendered in this build (all on a full build)
 	Diagnostics runbook.Diagnostics
-	Duration    time.Duration
+	// Warnings are what the runbooks' parsing read past; they never stop
+	// a build (cairn build --strict makes them).
+	Warnings runbook.Diagnostics
+	Duration time.Duration
 	// SearchDeferred means Files lacks search.json and search.js (an
 	// incremental update); Builder.SearchFiles makes them when wanted.
 	SearchDeferred bool
@@ -285,6 +291,7 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 		return nil, err
 	}
 	e.content = template.HTML(html)
+	e.rendered = true
 	e.search = searchEntries(rb)
 	js, err := json.Marshal(e.search)
 	if err != nil {
@@ -309,12 +316,16 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 	res := &Result{Files: map[string][]byte{}}
 	for _, e := range b.runbooks {
 		res.Diagnostics = append(res.Diagnostics, e.diags...)
-		if e.content != "" {
+		if e.rb != nil {
+			res.Warnings = append(res.Warnings, e.rb.Warnings...)
+		}
+		if e.rendered {
 			good = append(good, e)
 		}
 	}
 	b.mu.Unlock()
 	res.Diagnostics.Sort()
+	res.Warnings.Sort()
 	sort.Slice(good, func(i, j int) bool {
 		a, c := good[i].rb, good[j].rb
 		if a.Meta.Weight != c.Meta.Weight {
@@ -424,7 +435,7 @@ func (b *Builder) runbookPage(site *SiteData, e *entry) *Page {
 	rd := &RunbookData{
 		Slug: rb.Slug, Title: rb.Meta.Title, Summary: rb.Meta.Summary, Tags: rb.Meta.Tags,
 		Duration: durationText(rb.Meta.Duration, t), Hash: rb.Hash, Content: e.content, Requires: rb.Meta.Requires,
-		Path: rb.Path,
+		Path: rb.Path, Extra: rb.Meta.Extra,
 	}
 	for _, p := range rb.Meta.Prerequisites {
 		rd.Prerequisites = append(rd.Prerequisites, template.HTML(inlineMarkdown(b.md, p)))

@@ -64,6 +64,9 @@ type RunbookData struct {
 	Hash                 string
 	Content              template.HTML
 	Requires             runbook.Requires
+	// Extra is the front matter Cairn does not know (other tools' keys),
+	// for themes: {{.Runbook.Extra.reviewers}}, as Hugo's .Params.
+	Extra map[string]any
 }
 
 // ParamData is one parameter for the form.

@@ -70,7 +70,10 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	s.publish(res, nil)
-	fmt.Fprintf(s.opts.Log, "built %d runbooks, %d steps in %s\n", len(res.Runbooks), res.Steps, ms(res.Duration))
+	for _, w := range res.Warnings {
+		fmt.Fprintln(s.opts.Log, w.String())
+	}
+	fmt.Fprintf(s.opts.Log, "built %s, %s in %s\n", plural(len(res.Runbooks), "runbook"), plural(res.Steps, "step"), ms(res.Duration))
 	if s.opts.OnUpdate != nil {
 		s.opts.OnUpdate(res, nil)
 	}
@@ -510,3 +513,11 @@ const liveJS = `(function () {
   };
 })();
 `
+
+// plural is "1 runbook", "2 runbooks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

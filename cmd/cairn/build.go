@@ -14,6 +14,9 @@ import (
 const buildExamples = `  # Build content/ into public/
   cairn build
 
+  # In CI: warnings (another tool's front-matter keys, no front matter) fail too
+  cairn build --strict
+
   # Build another folder for a deployment at its public URL
   cairn build --content runbooks --out dist --base-url https://docs.example.org/`
 
@@ -56,6 +59,7 @@ func runBuild(ctx context.Context, m *Main, args []string) error {
 	sf.register(flags)
 	out := flags.String("out", "public", "output folder (replaced as a whole when the build succeeds)")
 	quiet := flags.Bool("quiet", false, "print only errors")
+	strict := flags.Bool("strict", false, "fail on warnings too (unknown front-matter keys, files without front matter): for CI")
 	if err := parseFlags(flags, args); err != nil {
 		return done(err)
 	}
@@ -73,7 +77,7 @@ func runBuild(ctx context.Context, m *Main, args []string) error {
 		opts.Progress = m.Stderr
 		fmt.Fprintf(m.Stderr, "building %s → %s\n", sf.content, *out)
 	}
-	res, err := buildSite(ctx, m, opts, fmt.Sprintf("build failed: %%s; %s left as it was", *out))
+	res, err := buildSite(ctx, m, opts, fmt.Sprintf("build failed: %%s; %s left as it was", *out), *strict)
 	if err != nil {
 		return err
 	}
@@ -121,7 +125,9 @@ func firstErr(errs ...error) error {
 
 // buildSite builds the site; problems in runbooks are printed, followed by
 // failMsg (with %s for their number: "2 problems"), and end the command.
-func buildSite(ctx context.Context, m *Main, opts site.Options, failMsg string) (*site.Result, error) {
+//
+// Warnings are printed too; with strict they count as problems.
+func buildSite(ctx context.Context, m *Main, opts site.Options, failMsg string, strict bool) (*site.Result, error) {
 	b, err := site.New(opts)
 	if err != nil {
 		return nil, err
@@ -130,11 +136,22 @@ func buildSite(ctx context.Context, m *Main, opts site.Options, failMsg string) 
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Diagnostics) > 0 {
+	for _, d := range res.Warnings {
+		fmt.Fprintln(m.Stderr, d.String())
+	}
+	problems := len(res.Diagnostics)
+	if strict {
+		problems += len(res.Warnings)
+	}
+	if problems > 0 {
 		for _, d := range res.Diagnostics {
 			fmt.Fprintln(m.Stderr, d.String())
 		}
-		fmt.Fprintf(m.Stderr, failMsg+"\n", count(len(res.Diagnostics), "problem"))
+		msg := count(problems, "problem")
+		if strict && len(res.Warnings) > 0 {
+			msg += " (warnings count: --strict)"
+		}
+		fmt.Fprintf(m.Stderr, failMsg+"\n", msg)
 		return nil, errSilent
 	}
 	return res, nil

@@ -13,11 +13,15 @@ const checkExamples = `  # Check every runbook under content/
   cairn check
 
   # Check one file
-  cairn check content/kubeadm-ha.md`
+  cairn check content/kubeadm-ha.md
+
+  # In CI: warnings (unknown front-matter keys, no front matter) fail too
+  cairn check --strict`
 
 func runCheck(ctx context.Context, m *Main, args []string) error {
 	fs := newFlagSet(m, "check", "check [DIR|FILE...]", checkExamples)
 	quiet := fs.Bool("quiet", false, "print only problems, not the summary line")
+	strict := fs.Bool("strict", false, "count warnings as problems (exit 1 on any)")
 	if err := parseFlags(fs, args); err != nil {
 		return done(err)
 	}
@@ -47,11 +51,14 @@ func runCheck(ctx context.Context, m *Main, args []string) error {
 	}
 	set, err := runbook.LoadFiles(files)
 	diags := runbook.AllDiagnostics(err)
-	for _, d := range diags {
-		fmt.Fprintln(m.Stdout, d.String())
-	}
 	if err != nil && len(diags) == 0 {
 		return err
+	}
+	warnings := set.Warnings()
+	all := append(append(runbook.Diagnostics{}, diags...), warnings...)
+	all.Sort()
+	for _, d := range all {
+		fmt.Fprintln(m.Stdout, d.String())
 	}
 	steps, blocks := 0, 0
 	for _, rb := range set.Runbooks {
@@ -63,10 +70,10 @@ func runCheck(ctx context.Context, m *Main, args []string) error {
 		}
 	}
 	if !*quiet {
-		fmt.Fprintf(m.Stderr, "checked %s, %s, %s: %s\n",
-			count(len(set.Runbooks), "runbook"), count(steps, "step"), count(blocks, "executable block"), count(len(diags), "problem"))
+		fmt.Fprintf(m.Stderr, "checked %s, %s, %s: %s, %s\n",
+			count(len(set.Runbooks), "runbook"), count(steps, "step"), count(blocks, "executable block"), count(len(diags), "problem"), count(len(warnings), "warning"))
 	}
-	if len(diags) > 0 {
+	if len(diags) > 0 || *strict && len(warnings) > 0 {
 		return errSilent
 	}
 	return errors.Join(nil)

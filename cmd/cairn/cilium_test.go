@@ -294,11 +294,21 @@ spec:
 	})
 
 	t.Run("test-workload", func(t *testing.T) {
-		// Namespace and Deployment are real; without a scheduler and
-		// kubelets its pods stay Pending, so wait-test-workload is not run.
+		// Namespace, Deployment, scale and pods are real; without a
+		// scheduler and kubelets the pods stay Pending, so
+		// wait-test-workload and wait-scaled-workload are not run.
 		b.verify(t, "apply-test-workload", false)
-		if _, err := k.Client.AppsV1().Deployments(testNS).Get(ctx, "nginx", metav1.GetOptions{}); err != nil {
-			t.Fatal(err)
+		b.verify(t, "scale-test-workload", false)
+		d, err := k.Client.AppsV1().Deployments(testNS).Get(ctx, "nginx", metav1.GetOptions{})
+		if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 8 {
+			t.Fatalf("nginx after scale-test-workload: %v (%v)", d.Spec.Replicas, err)
+		}
+		// The controller manager's ReplicaSet controller made the pods.
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			rec := b.run(t, "list-test-pods", false, 30*time.Second)
+			return rec.Status == executor.StatusVerified && strings.Count(rec.Output, "nginx-") == 8, nil
+		}); err != nil {
+			t.Errorf("list-test-pods never listed 8 nginx pods: %v", err)
 		}
 	})
 

@@ -81,7 +81,7 @@ func exportBundle(ctx context.Context, m *Main, content, out string, withBinary 
 	if fi, err := os.Stat(content); err != nil || !fi.IsDir() {
 		return &usageError{cmd: "export", msg: fmt.Sprintf("--content %s: not a folder", content)}
 	}
-	res, err := buildSite(ctx, m, site.Options{Content: content}, "bundle not written: %s")
+	res, err := buildSite(ctx, m, site.Options{Content: content}, "bundle not written: %s", false)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,19 @@ func TestCLI(t *testing.T) {
 	bad := filepath.Join("..", "..", "runbook", "testdata", "bad.md")
 	good := filepath.Join("..", "..", "runbook", "testdata", "good.md")
 	out := filepath.Join(t.TempDir(), "public")
+	warn := filepath.Join("..", "..", "runbook", "testdata", "warn-no-frontmatter.md")
+	// A content folder of Markdown written for other tools.
+	foreign := t.TempDir()
+	for name, src := range map[string]string{
+		"readme.md": "# A README\n\n## Build\n\n```sh\nmake\n```\n",
+		"runme.md":  "---\ntitle: Runme notebook\nrunme:\n  id: 01HF\n---\n\n## Step\n",
+		"empty.md":  "---\ntitle: Nothing yet\n---\n", // still gets its page
+	} {
+		if err := os.WriteFile(filepath.Join(foreign, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreignOut := filepath.Join(t.TempDir(), "public")
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -41,6 +54,10 @@ func TestCLI(t *testing.T) {
 		{"build", []string{"build", "--content", "../../content", "--out", out}, exitOK, "", "built 4 runbooks"},
 		{"build bad content", []string{"build", "--content", "../../runbook/testdata", "--out", out}, exitFailure, "", "build failed"},
 		{"build into sources", []string{"build", "--content", "../../content", "--out", "../../content"}, exitUsage, "", "would replace the sources"},
+		{"check warning", []string{"check", warn}, exitOK, "warn-no-frontmatter.md:1: warning: no front matter", "0 problems, 1 warning"},
+		{"check strict", []string{"check", "--strict", warn}, exitFailure, "warning: no front matter", "1 warning"},
+		{"build foreign", []string{"build", "--content", foreign, "--out", foreignOut}, exitOK, "", "built 3 runbooks"},
+		{"build foreign strict", []string{"build", "--strict", "--content", foreign, "--out", foreignOut}, exitFailure, "", "build failed: 2 problems (warnings count: --strict)"},
 		{"version", []string{"version"}, exitOK, "cairn ", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +66,12 @@ func TestCLI(t *testing.T) {
 				t.Errorf("cairn %s: exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", strings.Join(tc.args, " "), code, tc.code, stdout, stderr)
 			}
 		})
+	}
+	if b, err := os.ReadFile(filepath.Join(foreignOut, "readme", "index.html")); err != nil || !strings.Contains(string(b), `<h1 class="rb-title">A README</h1>`) {
+		t.Errorf("the README's page: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(foreignOut, "empty", "index.html")); err != nil {
+		t.Errorf("the empty runbook has no page: %v", err)
 	}
 	// The failed build left the good one in place.
 	if _, err := os.Stat(filepath.Join(out, "kubeadm-ha", "index.html")); err != nil {
