@@ -3,8 +3,10 @@ package runbook
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,6 +73,84 @@ var (
 	kubeActions = []string{"apply", "get", "patch", "delete", "scale", "wait"}
 )
 
+// runmeKeys are Runme's cell attributes that mean nothing to Cairn ("name"
+// is handled apart: it is the block id).
+var runmeKeys = map[string]bool{
+	"interactive": true, "background": true, "closeTerminalOnSuccess": true, "cwd": true,
+	"excludeFromRunAll": true, "interpreter": true, "mimeType": true, "promptEnv": true,
+	"terminalRows": true, "category": true, "skipPrompts": true, "tag": true, "runme.id": true,
+}
+
+// hasRoleKey reports whether attrs decide the block's role themselves.
+func hasRoleKey(attrs []Attr) bool {
+	for _, a := range attrs {
+		switch a.Key {
+		case "target", "expected", "output":
+			return true
+		}
+	}
+	return false
+}
+
+// runmeName turns Runme's name=NAME into id=NAME; a name that is not a valid
+// id becomes its slug, with a warning. With an explicit #id as well, the
+// name is ignored (the Key of the result is then empty).
+func (p *parseState) runmeName(a Attr, attrs []Attr, pos Pos) Attr {
+	for _, x := range attrs {
+		if x.Key == "id" {
+			p.warnf(pos, "name=%q is ignored: the block has the id %q", a.Value, x.Value)
+			return Attr{}
+		}
+	}
+	id := a.Value
+	if !idRe.MatchString(id) {
+		id = Slugify(id)
+		if id == "" {
+			p.errf(pos, "name=%q cannot be a block id; give the block an id: {#my-block}", a.Value)
+			return Attr{}
+		}
+		p.warnf(pos, "name=%q is not a block id ([a-z0-9-]); the block's id is %q", a.Value, id)
+	}
+	return Attr{Key: "id", Value: id, Off: a.Off}
+}
+
+// jsonAttrs reads Runme's JSON attribute form, {"name":"x","interactive":false},
+// into attributes (strings, numbers and booleans; anything else is warned
+// about and dropped). Runme's "id" is its cell identity, not a Cairn id.
+func (p *parseState) jsonAttrs(s string, off int) []Attr {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		p.errf(p.at(off), "JSON block attributes: %v", err)
+		return nil
+	}
+	if rest := strings.TrimSpace(s[dec.InputOffset():]); rest != "" {
+		p.errf(p.at(off+int(dec.InputOffset())), "unexpected %q after the attributes", rest)
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var attrs []Attr
+	for _, k := range keys {
+		if k == "id" {
+			k = "runme.id"
+		}
+		switch v := m[strings.TrimPrefix(k, "runme.")].(type) {
+		case string:
+			attrs = append(attrs, Attr{Key: k, Value: v})
+		case bool, json.Number:
+			attrs = append(attrs, Attr{Key: k, Value: fmt.Sprint(v)})
+		default:
+			p.warnf(p.at(off), "JSON block attribute %q: a %T is not an attribute value; ignored", k, v)
+		}
+	}
+	return attrs
+}
+
 func knownKeys() []string {
 	keys := make([]string, 0, len(blockKeys)+1)
 	for k := range blockKeys {
@@ -127,12 +207,36 @@ func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeB
 	trimmed := strings.TrimLeft(rest, " \t")
 	restOff += len(rest) - len(trimmed)
 	var attrs []Attr
-	if trimmed != "" {
-		if trimmed[0] != '{' {
-			p.errf(p.at(restOff), "unexpected %q after the language; put block attributes in {...}", trimmed)
-		} else if a, err := p.parseAttrList(trimmed, restOff); err == nil {
+	switch {
+	case trimmed == "":
+	case strings.HasPrefix(strings.TrimLeft(trimmed[1:], " \t"), `"`) && trimmed[0] == '{':
+		// Runme's JSON form: {"name":"hello","interactive":false}.
+		attrs = p.jsonAttrs(trimmed, restOff)
+	case trimmed[0] == '{':
+		if a, err := p.parseAttrList(trimmed, restOff); err == nil {
 			attrs = a
 		}
+	default:
+		// Words after the language, as other tools write them
+		// (```yaml title="pool.yaml", ```console $ kubectl get pods):
+		// a title becomes the caption, the rest is ignored with a warning;
+		// nothing outside {...} makes a block run.
+		if a, n, err := ParseAttrs("{" + trimmed + "}"); err == nil && n == len(trimmed)+2 {
+			for _, x := range a {
+				if x.Key == "title" {
+					b.Title = x.Value
+					continue
+				}
+				p.warnf(p.at(restOff+x.Off-1), "%q after the language is ignored; Cairn reads block attributes in {...}", x.Key)
+			}
+		} else {
+			p.warnf(p.at(restOff), "words after the language (%q) are ignored; Cairn reads block attributes in {...}", trimmed)
+		}
+	}
+	if b.Role == RoleDisplay && p.rb.Meta.DefaultTarget != "" && slices.Contains(shellLangs, b.Lang) && !hasRoleKey(attrs) {
+		// default_target in the front matter: a notebook's shell blocks
+		// run as they are (a Runme file, unchanged).
+		attrs = append([]Attr{{Key: "target", Value: string(p.rb.Meta.DefaultTarget)}}, attrs...)
 	}
 	p.blockAttrs(b, attrs, restOff, ctx)
 	if p.step != nil && p.step.Always {
@@ -177,6 +281,22 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 	seen := map[string]Attr{}
 	var kept []Attr
 	for _, a := range attrs {
+		if a.Key == "name" && b.Target != TargetKube {
+			// Runme's block name is Cairn's block id (name= is a
+			// resource name only on kube blocks).
+			a = p.runmeName(a, attrs, pos(a))
+			if a.Key == "" {
+				continue
+			}
+		}
+		if runmeKeys[a.Key] {
+			if b.Extra == nil {
+				b.Extra = map[string]string{}
+			}
+			b.Extra[a.Key] = a.Value
+			p.warnf(pos(a), "Runme attribute %q is ignored by Cairn (kept with the block)", strings.TrimPrefix(a.Key, "runme."))
+			continue
+		}
 		key := a.Key
 		if strings.HasPrefix(key, "capture.") {
 			key = "capture."

@@ -48,7 +48,7 @@ var (
 )
 
 var frontMatterKeys = []string{"title", "slug", "summary", "lang", "tags", "duration", "weight",
-	"prerequisites", "params", "kube", "requires", "write_back"}
+	"prerequisites", "params", "kube", "requires", "write_back", "default_target"}
 
 var paramKeys = []string{"name", "title", "description", "type", "group", "default", "pattern",
 	"values", "secret", "required"}
@@ -117,6 +117,15 @@ func (p *parseState) parseFrontMatter(fm []byte, line0 int) {
 			decode(&m.Prerequisites, "a list of strings")
 		case "write_back":
 			decode(&m.WriteBack, "true or false")
+		case "default_target":
+			var t string
+			if decode(&t, "local or kube") {
+				if t != string(TargetLocal) && t != string(TargetKube) {
+					p.errf(at(v), "front matter: default_target %q: use local or kube (ssh blocks need hosts=, so they say target=ssh themselves)", t)
+				} else {
+					m.DefaultTarget = Target(t)
+				}
+			}
 		case "requires":
 			var req Requires
 			if v.Kind != yaml.MappingNode {

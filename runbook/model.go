@@ -44,6 +44,10 @@ type Meta struct {
 	KubeContexts  []string
 	Requires      Requires
 	WriteBack     bool
+	// DefaultTarget (front matter default_target) makes every bash, sh and
+	// shell block without a target or output role run there: a Runme
+	// notebook's blocks become runnable without rewriting them.
+	DefaultTarget Target
 	// TitleFromHeading: the file has no front matter and Title is its
 	// first # heading (the page does not repeat it).
 	TitleFromHeading bool
@@ -202,6 +206,10 @@ type Block struct {
 	// (clean-up); set by always=true on the block or on its step.
 	Always  bool
 	LineNos bool
+
+	// Extra holds other tools' attributes Cairn ignores (Runme's
+	// interactive, background, …), each also a warning.
+	Extra map[string]string
 
 	Expect   Expect
 	Captures []*Capture

@@ -390,3 +390,45 @@ func TestLenientReading(t *testing.T) {
 		})
 	}
 }
+
+// TestRunmeNotebook: a Runme notebook builds as it is, and default_target
+// makes its shell blocks runnable.
+func TestRunmeNotebook(t *testing.T) {
+	src, err := os.ReadFile("testdata/warn-runme.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := Parse("warn-runme.md", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		ID     string
+		Role   Role
+		Target Target
+		Title  string
+		Extra  map[string]string
+	}
+	var blocks []got
+	for _, b := range rb.Blocks {
+		blocks = append(blocks, got{b.ID, b.Role, b.Target, b.Title, b.Extra})
+	}
+	want := []got{
+		{"hello", RoleExec, TargetLocal, "", map[string]string{"interactive": "false", "runme.id": "01HF7B0KJQ"}},
+		{"build-image", RoleExec, TargetLocal, "", map[string]string{"background": "false"}},
+		{"", RoleDisplay, "", "pool.yaml", nil},
+		{"", RoleDisplay, "", "", nil},
+		{"kept", RoleExec, TargetLocal, "", nil},
+	}
+	if !reflect.DeepEqual(blocks, want) {
+		t.Errorf("blocks:\n%+v\nwant\n%+v", blocks, want)
+	}
+	// Without default_target the same blocks are display-only.
+	rb, err = Parse("x.md", []byte(strings.Replace(string(src), "default_target: local\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := rb.BlockByID("hello"); b == nil || b.Role != RoleDisplay {
+		t.Errorf("without default_target, hello is %+v", b)
+	}
+}
