@@ -15,7 +15,7 @@ build:
 ## run: build and serve the bundled runbooks on http://127.0.0.1:$(PORT) (or the next free port); starts the
 ## sandbox in the background when none runs (building its binaries the first time), reuses it when one does
 run: build
-	./$(BIN) serve --port $(PORT) --sandbox=start --sandbox-build scripts/sandbox-bins.sh
+	./$(BIN) serve --port $(PORT) --sandbox=start --sandbox-build "scripts/sandbox-bins.sh --core"
 
 ## test: vet, check the bundled content, and run all tests
 test: vet

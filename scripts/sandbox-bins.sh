@@ -16,7 +16,10 @@
 # Cilium parts, measured cold the same day with their own empty caches:
 # cilium-operator-generic 665 s, helm 325 s (990 s): about 37 min in all.
 #
-# Usage: scripts/sandbox-bins.sh [--force]
+# Usage: scripts/sandbox-bins.sh [--core] [--force]
+#   --core   only what `cairn sandbox up` starts (etcd, kube-apiserver,
+#            kube-controller-manager, kubeadm, kubectl, kubelet: ~20 min
+#            cold); make run uses it. The tests need everything.
 set -euo pipefail
 
 # Keep these in step with sandbox/build/go.mod, sandbox/build/etcd/go.mod and
@@ -35,18 +38,21 @@ key="${KUBE_VERSION}-etcd${ETCD_VERSION#v}"
 bin=${CAIRN_SANDBOX_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/cairn/sandbox/$key/bin}
 
 force=0
-case "${1:-}" in
-  --force) force=1 ;;
-  -h | --help)
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-    exit 0
-    ;;
-  "") ;;
-  *)
-    echo "sandbox-bins.sh: unknown argument $1 (try --help)" >&2
-    exit 2
-    ;;
-esac
+core=0
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    --core) core=1 ;;
+    -h | --help)
+      awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+      exit 0
+      ;;
+    *)
+      echo "sandbox-bins.sh: unknown argument $arg (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 if ! command -v go >/dev/null 2>&1; then
   echo "sandbox-bins.sh: go not found in PATH; install Go 1.26 (see go.mod)" >&2
@@ -91,6 +97,10 @@ build kubectl sandbox/build k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 # kubelet: on the hosts' PATH (kubeadm's preflight and the runbook's version
 # checks ask it); the sandbox-nodes mode will run it.
 build kubelet sandbox/build k8s.io/kubernetes/cmd/kubelet "$kube_ldflags"
+if [[ $core == 1 ]]; then
+  echo "sandbox-bins: core binaries ready in $bin ($((SECONDS - total))s)"
+  exit 0
+fi
 # The CCM leader-migration runbook's two sides: a KCM of a release that still
 # runs cloud controllers and Leader Migration (v1.30, "version N") and a
 # cloud-controller-manager at the sandbox's release ("N+1"), both with

@@ -50,7 +50,7 @@ func (t *targets) start(ctx context.Context, build string, say func(string)) {
 			fail(err.Error())
 			return
 		}
-		msg := "building etcd, kube-apiserver, kube-controller-manager, kubeadm, kubectl and the CCM runbook's controller managers (first time only: about 20 minutes on 2 cores)"
+		msg := "building etcd, kube-apiserver, kube-controller-manager, kubeadm, kubectl and kubelet (first time only: about 20 minutes on 2 cores)"
 		t.setSandbox(SandboxView{State: "building", Dir: t.dir, Message: msg})
 		say("sandbox: " + msg + " with " + build)
 		args := strings.Fields(build)
