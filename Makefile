@@ -20,6 +20,7 @@ run: build
 ## test: vet, check the bundled content, and run all tests
 test: vet
 	$(GO) run ./cmd/cairn check content
+	$(GO) test -count=1 -run '^TestCommonMarkConformance$$' -v ./site | grep '^commonmark:'
 	$(GO) test -count=1 -timeout 40m ./...
 
 test-unit:
