@@ -192,6 +192,19 @@ func (p *parseState) walk(parent gast.Node, ctx walkCtx) {
 		case *gast.FencedCodeBlock:
 			cb := p.newBlock(n, ctx)
 			parent.ReplaceChild(parent, n, cb)
+		case *gast.HTMLBlock:
+			// Comments are meant to vanish; a closing tag was warned
+			// about with its opening one.
+			if n.HTMLBlockType != gast.HTMLBlockType2 && n.Lines().Len() > 0 && !bytes.HasPrefix(firstLine(n, p.rb.Body), []byte("</")) {
+				p.warnf(p.at(n.Pos()), "raw HTML is not shown on the page (runbook pages omit raw HTML, as goldmark does by default); write it in Markdown")
+			}
+		case *gast.RawHTML:
+			if n.Segments.Len() > 0 {
+				seg := n.Segments.At(0)
+				if raw := seg.Value(p.rb.Body); !bytes.HasPrefix(raw, []byte("<!--")) && !bytes.HasPrefix(raw, []byte("</")) {
+					p.warnf(p.at(seg.Start), "inline raw HTML %q is not shown on the page; write it in Markdown", raw)
+				}
+			}
 		case *rbast.Container:
 			p.container(n, ctx)
 		default:
@@ -583,4 +596,9 @@ func (p *parseState) resolve() {
 			}
 		}
 	}
+}
+
+func firstLine(n gast.Node, src []byte) []byte {
+	seg := n.Lines().At(0)
+	return seg.Value(src)
 }
