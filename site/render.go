@@ -73,6 +73,24 @@ func (r *nodeRenderer) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
 	reg.Register(rbast.KindCodeBlock, r.codeBlock)
 	reg.Register(rbast.KindContainer, r.container)
 	reg.Register(gast.KindHeading, r.heading)
+	reg.Register(gast.KindCodeBlock, r.indentedCode)
+}
+
+// indentedCode renders an indented code block like a display-only fenced
+// block (frame, copy button, the column's scrolling), not as a bare <pre>.
+func (r *nodeRenderer) indentedCode(w util.BufWriter, src []byte, node gast.Node, entering bool) (gast.WalkStatus, error) {
+	if !entering {
+		return gast.WalkContinue, nil
+	}
+	fmt.Fprintf(w, `<div class="cb cb-display cb-indented"><div class="cb-head"><button type="button" class="cb-copy">%s</button></div>`, html.EscapeString(r.t["copy"]))
+	w.WriteString(`<pre class="chroma"><code>`)
+	lines := node.Lines()
+	for i := 0; i < lines.Len(); i++ {
+		seg := lines.At(i)
+		w.WriteString(html.EscapeString(string(seg.Value(src))))
+	}
+	w.WriteString("</code></pre></div>\n")
+	return gast.WalkSkipChildren, nil
 }
 
 func (r *nodeRenderer) document(w util.BufWriter, _ []byte, _ gast.Node, entering bool) (gast.WalkStatus, error) {
