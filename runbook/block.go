@@ -1007,3 +1007,7 @@ func (p *parseState) checkEmptyGreen(b *Block) {
 		return
 	}
 }
+
+// IsRunmeAttr reports whether key is one of Runme's cell attributes that
+// Cairn ignores (cairn import drops them).
+func IsRunmeAttr(key string) bool { return runmeKeys[key] }

@@ -51,6 +51,8 @@ type Meta struct {
 	// TitleFromHeading: the file has no front matter and Title is its
 	// first # heading (the page does not repeat it).
 	TitleFromHeading bool
+	// TitleSpan is that heading's byte range in Source (its lines).
+	TitleSpan [2]int
 	// Extra holds front-matter keys Cairn does not know, for themes (as
 	// Hugo's .Params); each is also a warning.
 	Extra map[string]any

@@ -79,7 +79,7 @@ func Parse(path string, src []byte) (*Runbook, error) {
 	case !ok:
 		// Plain Markdown (a README, another tool's page): a page titled
 		// by its first # heading, or by its file name.
-		p.warnf(Pos{Line: 1}, "no front matter: the title comes from the first # heading or the file name; start the file with --- YAML with a title --- to set it")
+		p.warnf(Pos{Line: 1}, "no front matter: the title comes from the first # heading or the file name; start the file with --- YAML with a title --- to set it, or run cairn import")
 		p.titleFromHeading = true
 	case !closed:
 		p.errf(Pos{Line: 1}, "front matter is never closed: add a --- line after the YAML")
@@ -174,6 +174,7 @@ func (p *parseState) walk(parent gast.Node, ctx walkCtx) {
 				// repeat it.
 				p.rb.Meta.Title = PlainText(n, p.rb.Body)
 				p.rb.Meta.TitleFromHeading = true
+				p.rb.Meta.TitleSpan = p.headingSpan(n)
 				parent.RemoveChild(parent, n)
 				n = nil
 			}
@@ -601,4 +602,33 @@ func (p *parseState) resolve() {
 func firstLine(n gast.Node, src []byte) []byte {
 	seg := n.Lines().At(0)
 	return seg.Value(src)
+}
+
+// headingSpan is the byte range in Source of a heading's lines: its text
+// lines and, for a setext heading, the underline.
+func (p *parseState) headingSpan(h *gast.Heading) [2]int {
+	src := p.rb.Source
+	if h.Lines().Len() == 0 {
+		return [2]int{}
+	}
+	start := p.bodyOff + h.Lines().At(0).Start
+	end := p.bodyOff + h.Lines().At(h.Lines().Len()-1).Stop
+	for start > 0 && src[start-1] != '\n' {
+		start--
+	}
+	lineEnd := func(i int) int {
+		for i < len(src) && src[i] != '\n' {
+			i++
+		}
+		if i < len(src) {
+			i++
+		}
+		return i
+	}
+	end = lineEnd(end)
+	// A setext heading's underline (=== or ---) follows its text.
+	if next := strings.TrimSpace(string(src[end:lineEnd(end)])); next != "" && strings.Trim(next, "=") == "" {
+		end = lineEnd(end)
+	}
+	return [2]int{start, end}
 }

@@ -71,6 +71,7 @@ func (m *Main) commands() []command {
 		{"build", "render runbooks into a static site", runBuild},
 		{"serve", "build, serve and live-reload the site on 127.0.0.1", runServe},
 		{"check", "validate runbooks and report problems as file:line: message", runCheck},
+		{"import", "rewrite plain, Runme or Hugo Markdown into Cairn runbooks", runImport},
 		{"run", "run a runbook's steps in the terminal, verified and journaled", runRun},
 		{"daemon", "run the executor alone, for a site served elsewhere", runDaemon},
 		{"export", "export runbooks as standalone scripts or an offline bundle", runExport},
