@@ -34,6 +34,10 @@ func TestCLI(t *testing.T) {
 		}
 	}
 	foreignOut := filepath.Join(t.TempDir(), "public")
+	inPlace := filepath.Join(t.TempDir(), "notes.md")
+	if err := os.WriteFile(inPlace, []byte("# Notes\n\n## Run it\n\n```sh\necho hi\n```\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -58,6 +62,12 @@ func TestCLI(t *testing.T) {
 		{"check strict", []string{"check", "--strict", warn}, exitFailure, "warning: no front matter", "1 warning"},
 		{"build foreign", []string{"build", "--content", foreign, "--out", foreignOut}, exitOK, "", "built 3 runbooks"},
 		{"build foreign strict", []string{"build", "--strict", "--content", foreign, "--out", foreignOut}, exitFailure, "", "build failed: 2 problems (warnings count: --strict)"},
+		{"import help", []string{"import", "--help"}, exitOK, "cairn import --target local --write", ""},
+		{"import print", []string{"import", warn}, exitOK, "---\ntitle: \"Deploy the app\"\n---\n", "imported"},
+		{"import several", []string{"import", warn, good}, exitUsage, "", "choose --write"},
+		{"import bad target", []string{"import", "--target", "ssh", warn}, exitUsage, "", "use local or kube"},
+		{"import errors", []string{"import", bad}, exitFailure, "", "not imported: fix the problems above first"},
+		{"import write", []string{"import", "--target", "local", "--write", inPlace}, exitOK, "", "1 step, 1 executable block"},
 		{"version", []string{"version"}, exitOK, "cairn ", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +82,11 @@ func TestCLI(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(foreignOut, "empty", "index.html")); err != nil {
 		t.Errorf("the empty runbook has no page: %v", err)
+	}
+	if b, err := os.ReadFile(inPlace); err != nil || !strings.Contains(string(b), "```sh {#run-it-1 target=local}") {
+		t.Errorf("import --write left:\n%s (%v)", b, err)
+	} else if fi, _ := os.Stat(inPlace); fi.Mode().Perm() != 0o600 {
+		t.Errorf("import --write changed the mode to %v", fi.Mode().Perm())
 	}
 	// The failed build left the good one in place.
 	if _, err := os.Stat(filepath.Join(out, "kubeadm-ha", "index.html")); err != nil {
