@@ -15,7 +15,14 @@ type Diagnostic struct {
 	// no front matter). Warnings never stop build or serve; `cairn check
 	// --strict` counts them as problems.
 	Warning bool
+	// Code names a kind of diagnostic that tools may treat apart (""
+	// for most).
+	Code string
 }
+
+// CodeRawHTML marks the warning about raw HTML a page omits; a site that
+// renders raw HTML (raw_html: render) drops it.
+const CodeRawHTML = "raw-html"
 
 func (d Diagnostic) String() string {
 	if d.Warning {

@@ -215,7 +215,10 @@ func (p *parseState) parseFrontMatter(fm []byte, line0 int) {
 		}
 	}
 	if p.rb.Meta.Title == "" {
-		p.errf(Pos{Line: line0 - 1}, "front matter: title is required")
+		// Another tool's front matter (a Runme notebook's runme: and
+		// shell:): titled like a file without one.
+		p.warnf(Pos{Line: line0 - 1}, "front matter has no title: the title comes from the first # heading or the file name; add title: to set it")
+		p.titleFromHeading = true
 	}
 }
 

@@ -48,6 +48,9 @@ type Meta struct {
 	// shell block without a target or output role run there: a Runme
 	// notebook's blocks become runnable without rewriting them.
 	DefaultTarget Target
+	// LangDefaulted: the front matter names no lang; Lang is "en" until a
+	// site sets its own default.
+	LangDefaulted bool
 	// TitleFromHeading: the file has no front matter and Title is its
 	// first # heading (the page does not repeat it).
 	TitleFromHeading bool

@@ -96,7 +96,7 @@ func Parse(path string, src []byte) (*Runbook, error) {
 		}
 	}
 	if rb.Meta.Lang == "" {
-		rb.Meta.Lang = "en"
+		rb.Meta.Lang, rb.Meta.LangDefaulted = "en", true
 	}
 	rb.BodyOffset = bodyOff
 	rb.Body = src[bodyOff:]
@@ -140,6 +140,10 @@ type parseState struct {
 
 func (p *parseState) errf(pos Pos, format string, args ...any) {
 	p.diags = append(p.diags, Diagnostic{File: p.rb.Path, Pos: pos, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *parseState) rawHTML(pos Pos, msg string) {
+	p.diags = append(p.diags, Diagnostic{File: p.rb.Path, Pos: pos, Msg: msg, Warning: true, Code: CodeRawHTML})
 }
 
 func (p *parseState) warnf(pos Pos, format string, args ...any) {
@@ -197,13 +201,13 @@ func (p *parseState) walk(parent gast.Node, ctx walkCtx) {
 			// Comments are meant to vanish; a closing tag was warned
 			// about with its opening one.
 			if n.HTMLBlockType != gast.HTMLBlockType2 && n.Lines().Len() > 0 && !bytes.HasPrefix(firstLine(n, p.rb.Body), []byte("</")) {
-				p.warnf(p.at(n.Pos()), "raw HTML is not shown on the page (runbook pages omit raw HTML, as goldmark does by default); write it in Markdown")
+				p.rawHTML(p.at(n.Pos()), "raw HTML is not shown on the page (runbook pages omit raw HTML, as goldmark does by default); write it in Markdown, or set raw_html: render in cairn.yaml")
 			}
 		case *gast.RawHTML:
 			if n.Segments.Len() > 0 {
 				seg := n.Segments.At(0)
 				if raw := seg.Value(p.rb.Body); !bytes.HasPrefix(raw, []byte("<!--")) && !bytes.HasPrefix(raw, []byte("</")) {
-					p.warnf(p.at(seg.Start), "inline raw HTML %q is not shown on the page; write it in Markdown", raw)
+					p.rawHTML(p.at(seg.Start), fmt.Sprintf("inline raw HTML %q is not shown on the page; write it in Markdown, or set raw_html: render in cairn.yaml", raw))
 				}
 			}
 		case *rbast.Container:

@@ -24,6 +24,12 @@ const (
 // copied from the github.com/cilium/cilium module the operator is built from.
 func CiliumChart(binDir string) string { return filepath.Join(binDir, "charts", "cilium") }
 
+// CiliumCRD is the file of Cilium's own CustomResourceDefinition of that
+// version and plural (v2, ciliumnodes), copied from the same module.
+func CiliumCRD(binDir, version, plural string) string {
+	return filepath.Join(binDir, "charts", "cilium-crds", version, plural+".yaml")
+}
+
 // CiliumOperator is a real cilium-operator-generic run out of cluster
 // against the sandbox's apiserver the way its Deployment runs it in a
 // cluster: the keys of the cilium-config ConfigMap (what Helm rendered) as

@@ -113,14 +113,22 @@ build cloud-controller-manager sandbox/build/ccm . "$kube_ldflags"
 # the same release from the module's install/kubernetes/cilium.
 build cilium-operator-generic sandbox/build/cilium github.com/cilium/cilium/operator "-s -w" ipam_provider_operator,osusergo
 build helm sandbox/build/helm helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
-if [[ $force == 1 || ! -f $bin/charts/cilium/Chart.yaml ]]; then
+# copy_tree SRC NAME: the module's SRC directory as $bin/charts/NAME.
+copy_tree() {
+  local src=$1 name=$2
+  if [[ $force == 0 && -d $bin/charts/$name ]]; then
+    echo "sandbox-bins: $name present ($bin/charts/$name)"
+    return
+  fi
   go mod download -C "$root/sandbox/build/cilium" github.com/cilium/cilium
-  src=$(go list -C "$root/sandbox/build/cilium" -m -f '{{.Dir}}' github.com/cilium/cilium)
-  rm -rf "$bin/charts/.cilium.tmp" && mkdir -p "$bin/charts"
-  cp -r --no-preserve=mode "$src/install/kubernetes/cilium" "$bin/charts/.cilium.tmp"
-  rm -rf "$bin/charts/cilium" && mv "$bin/charts/.cilium.tmp" "$bin/charts/cilium"
-  echo "sandbox-bins: copied Cilium's chart $CILIUM_VERSION to $bin/charts/cilium"
-else
-  echo "sandbox-bins: Cilium chart present ($bin/charts/cilium)"
-fi
+  local dir
+  dir=$(go list -C "$root/sandbox/build/cilium" -m -f '{{.Dir}}' github.com/cilium/cilium)
+  rm -rf "$bin/charts/.$name.tmp" && mkdir -p "$bin/charts"
+  cp -r --no-preserve=mode "$dir/$src" "$bin/charts/.$name.tmp"
+  rm -rf "${bin:?}/charts/$name" && mv "$bin/charts/.$name.tmp" "$bin/charts/$name"
+  echo "sandbox-bins: copied $src of cilium $CILIUM_VERSION to $bin/charts/$name"
+}
+copy_tree install/kubernetes/cilium cilium
+# Cilium's own CRDs, for tests that need them without an operator.
+copy_tree pkg/k8s/apis/cilium.io/client/crds cilium-crds
 echo "sandbox-bins: binaries ready in $bin ($((SECONDS - total))s)"

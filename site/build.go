@@ -37,7 +37,11 @@ type Options struct {
 	Title   string // site title; default "Cairn"
 	// EditURL, if set, gives each page an "edit this page" link: {path} is
 	// replaced by the runbook's path in the content folder (escaped).
-	EditURL  string
+	EditURL string
+	// Lang is the language of runbooks whose front matter names none.
+	Lang string
+	// RawHTML is RawHTMLOmit (default) or RawHTMLRender (see Config).
+	RawHTML  string
 	Progress io.Writer
 	Dev      bool // pages load the live-reload script (cairn serve)
 	// Decorate lets the executor adjust the page data before templates
@@ -273,6 +277,9 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 		return nil, fmt.Errorf("read runbook: %w", err)
 	}
 	rb, err := runbook.Parse(path, src)
+	if rb.Meta.LangDefaulted && b.opts.Lang != "" {
+		rb.Meta.Lang = b.opts.Lang
+	}
 	e := &entry{rb: rb}
 	var ds runbook.Diagnostics
 	if errors.As(err, &ds) {
@@ -286,7 +293,7 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 	if b.opts.Results != nil {
 		results = b.opts.Results(rb)
 	}
-	html, err := renderBody(rb, t, results)
+	html, err := renderBody(rb, t, results, b.opts.RawHTML == RawHTMLRender)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +324,12 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 	for _, e := range b.runbooks {
 		res.Diagnostics = append(res.Diagnostics, e.diags...)
 		if e.rb != nil {
-			res.Warnings = append(res.Warnings, e.rb.Warnings...)
+			for _, w := range e.rb.Warnings {
+				if w.Code == runbook.CodeRawHTML && b.opts.RawHTML == RawHTMLRender {
+					continue // the site renders it
+				}
+				res.Warnings = append(res.Warnings, w)
+			}
 		}
 		if e.rendered {
 			good = append(good, e)

@@ -61,7 +61,7 @@ func TestCommonMarkConformance(t *testing.T) {
 		rb, err := runbook.Parse(fmt.Sprintf("example-%d.md", ex.Example), []byte(src))
 		var got []byte
 		if err == nil {
-			got, err = renderBody(rb, stringsFor("en"), nil)
+			got, err = renderBody(rb, stringsFor("en"), nil, false)
 			if err != nil {
 				t.Fatal(err)
 			}

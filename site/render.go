@@ -50,10 +50,14 @@ type BlockResult struct {
 }
 
 // renderBody renders a parsed runbook's Markdown body to HTML.
-func renderBody(rb *runbook.Runbook, t Strings, results map[string]BlockResult) ([]byte, error) {
+func renderBody(rb *runbook.Runbook, t Strings, results map[string]BlockResult, rawHTML bool) ([]byte, error) {
 	nr := &nodeRenderer{rb: rb, t: t, names: rb.Names(), results: results}
+	var hopts []ghtml.Option
+	if rawHTML {
+		hopts = append(hopts, ghtml.WithUnsafe()) // raw_html: render (cairn.yaml)
+	}
 	r := renderer.NewRenderer(renderer.WithNodeRenderers(
-		util.Prioritized(ghtml.NewRenderer(), 1000),
+		util.Prioritized(ghtml.NewRenderer(hopts...), 1000),
 		util.Prioritized(extension.NewTableHTMLRenderer(), 500),
 		util.Prioritized(extension.NewStrikethroughHTMLRenderer(), 500),
 		util.Prioritized(extension.NewTaskCheckBoxHTMLRenderer(), 500),

@@ -29,7 +29,7 @@ func TestRenderGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := renderBody(rb, stringsFor(rb.Meta.Lang), nil)
+			got, err := renderBody(rb, stringsFor(rb.Meta.Lang), nil, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestRenderEscapesAndWraps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := renderBody(rb, stringsFor("en"), nil)
+	out, err := renderBody(rb, stringsFor("en"), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

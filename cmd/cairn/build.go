@@ -22,7 +22,7 @@ const buildExamples = `  # Build content/ into public/
 
 // siteFlags are the flags build and serve share.
 type siteFlags struct {
-	content, theme, baseURL, editURL string
+	content, theme, baseURL, editURL, config string
 }
 
 func (f *siteFlags) register(fs interface {
@@ -32,10 +32,39 @@ func (f *siteFlags) register(fs interface {
 	fs.StringVar(&f.theme, "theme", "", "theme folder with layouts/ and assets/ (default: the embedded theme)")
 	fs.StringVar(&f.baseURL, "base-url", "", "absolute URL the site is served at, for sitemap.xml (default http://127.0.0.1:1313/)")
 	fs.StringVar(&f.editURL, "edit-url", "", "\"edit this page\" link: a URL with {path}, the runbook's path in the content folder (e.g. https://github.com/ORG/REPO/edit/main/content/{path})")
+	fs.StringVar(&f.config, "config", "", "site configuration (title, base_url, edit_url, lang, raw_html; default: "+site.ConfigFile+" here, if there is one); flags override it")
+}
+
+// siteConfig reads --config, or cairn.yaml in the current folder when it
+// exists.
+func (f *siteFlags) siteConfig() (site.Config, error) {
+	path := f.config
+	if path == "" {
+		if _, err := os.Stat(site.ConfigFile); err != nil {
+			return site.Config{}, nil
+		}
+		path = site.ConfigFile
+	}
+	c, err := site.LoadConfig(path)
+	if err != nil {
+		return c, &usageError{msg: err.Error()}
+	}
+	return c, nil
 }
 
 func (f *siteFlags) options(m *Main) (site.Options, error) {
-	opts := site.Options{Content: f.content, BaseURL: f.baseURL, EditURL: f.editURL}
+	cfg, err := f.siteConfig()
+	if err != nil {
+		return site.Options{}, err
+	}
+	// Flags override the file.
+	if f.baseURL == "" {
+		f.baseURL = cfg.BaseURL
+	}
+	if f.editURL == "" {
+		f.editURL = cfg.EditURL
+	}
+	opts := site.Options{Content: f.content, BaseURL: f.baseURL, EditURL: f.editURL, Title: cfg.Title, Lang: cfg.Lang, RawHTML: cfg.RawHTML}
 	if f.editURL != "" {
 		if u, err := url.Parse(f.editURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !strings.Contains(f.editURL, "{path}") {
 			return opts, &usageError{msg: fmt.Sprintf("--edit-url %q: want an http(s) URL holding {path}, e.g. https://github.com/ORG/REPO/edit/main/content/{path}", f.editURL)}

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/site"
 )
 
 const checkExamples = `  # Check every runbook under content/
@@ -22,6 +23,8 @@ func runCheck(ctx context.Context, m *Main, args []string) error {
 	fs := newFlagSet(m, "check", "check [DIR|FILE...]", checkExamples)
 	quiet := fs.Bool("quiet", false, "print only problems, not the summary line")
 	strict := fs.Bool("strict", false, "count warnings as problems (exit 1 on any)")
+	var sf siteFlags
+	fs.StringVar(&sf.config, "config", "", "site configuration to check against (default: "+site.ConfigFile+" here, if there is one)")
 	if err := parseFlags(fs, args); err != nil {
 		return done(err)
 	}
@@ -54,7 +57,17 @@ func runCheck(ctx context.Context, m *Main, args []string) error {
 	if err != nil && len(diags) == 0 {
 		return err
 	}
-	warnings := set.Warnings()
+	cfg, err := sf.siteConfig()
+	if err != nil {
+		return err
+	}
+	var warnings runbook.Diagnostics
+	for _, w := range set.Warnings() {
+		if w.Code == runbook.CodeRawHTML && cfg.RawHTML == site.RawHTMLRender {
+			continue // this site renders raw HTML
+		}
+		warnings = append(warnings, w)
+	}
 	all := append(append(runbook.Diagnostics{}, diags...), warnings...)
 	all.Sort()
 	for _, d := range all {

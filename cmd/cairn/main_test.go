@@ -34,6 +34,11 @@ func TestCLI(t *testing.T) {
 		}
 	}
 	foreignOut := filepath.Join(t.TempDir(), "public")
+	cfgDir := t.TempDir()
+	goodCfg, badCfg := filepath.Join(cfgDir, "good.yaml"), filepath.Join(cfgDir, "bad.yaml")
+	_ = os.WriteFile(goodCfg, []byte("title: Team runbooks\nraw_html: omit\n"), 0o644)
+	_ = os.WriteFile(badCfg, []byte("title: x\nunsafe: true\n"), 0o644)
+	cfgOut := filepath.Join(t.TempDir(), "public")
 	inPlace := filepath.Join(t.TempDir(), "notes.md")
 	if err := os.WriteFile(inPlace, []byte("# Notes\n\n## Run it\n\n```sh\necho hi\n```\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -68,6 +73,9 @@ func TestCLI(t *testing.T) {
 		{"import bad target", []string{"import", "--target", "ssh", warn}, exitUsage, "", "use local or kube"},
 		{"import errors", []string{"import", bad}, exitFailure, "", "not imported: fix the problems above first"},
 		{"import write", []string{"import", "--target", "local", "--write", inPlace}, exitOK, "", "1 step, 1 executable block"},
+		{"build config", []string{"build", "--config", goodCfg, "--content", foreign, "--out", cfgOut}, exitOK, "", "built 3 runbooks"},
+		{"build bad config", []string{"build", "--config", badCfg, "--content", foreign, "--out", cfgOut}, exitUsage, "", "bad.yaml: line 2: field unsafe not found"},
+		{"check bad config", []string{"check", "--config", badCfg, warn}, exitUsage, "", "field unsafe not found"},
 		{"version", []string{"version"}, exitOK, "cairn ", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +95,9 @@ func TestCLI(t *testing.T) {
 		t.Errorf("import --write left:\n%s (%v)", b, err)
 	} else if fi, _ := os.Stat(inPlace); fi.Mode().Perm() != 0o600 {
 		t.Errorf("import --write changed the mode to %v", fi.Mode().Perm())
+	}
+	if b, err := os.ReadFile(filepath.Join(cfgOut, "index.html")); err != nil || !strings.Contains(string(b), "Team runbooks") {
+		t.Errorf("the site title from --config is not on the index (%v)", err)
 	}
 	// The failed build left the good one in place.
 	if _, err := os.Stat(filepath.Join(out, "kubeadm-ha", "index.html")); err != nil {
