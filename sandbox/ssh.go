@@ -374,10 +374,23 @@ func (sb *Sandbox) makePrivateHome(h Host, home string) error {
 	return nil
 }
 
-// keepThrough lists the sandbox's directories under home, outermost only.
+// keepThrough lists the sandbox's directories under home, outermost only:
+// its state, its bin directory and wherever the binaries there link to (a
+// bin directory of links into the cache).
 func (sb *Sandbox) keepThrough(home string) []string {
 	var keep []string
-	for _, d := range []string{sb.dir, sb.binDir()} {
+	dirs := []string{sb.dir, sb.binDir()}
+	if ents, err := os.ReadDir(sb.binDir()); err == nil {
+		for _, e := range ents {
+			if e.Type()&os.ModeSymlink == 0 {
+				continue
+			}
+			if real, err := filepath.EvalSymlinks(filepath.Join(sb.binDir(), e.Name())); err == nil {
+				dirs = append(dirs, filepath.Dir(real))
+			}
+		}
+	}
+	for _, d := range dirs {
 		d = filepath.Clean(d)
 		if !strings.HasPrefix(d, home+string(filepath.Separator)) {
 			continue

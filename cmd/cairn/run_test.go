@@ -172,7 +172,7 @@ func TestCheckUnclosedFenceAndWording(t *testing.T) {
 	path := filepath.Join(dir, "u.md")
 	os.WriteFile(path, []byte("---\ntitle: u\n---\n## one {#one}\n\n```bash {#a target=local}\necho a\n\n## two {#two}\n\ntext\n"), 0o644)
 	code, out, errOut := run(t, "check", path)
-	if code != exitFailure || !strings.Contains(out, "u.md:6:1: this code fence is never closed") || !strings.Contains(errOut, "checked 1 runbook, 1 step, 1 executable block: 1 problem\n") {
+	if code != exitFailure || !strings.Contains(out, "u.md:6:1: this code fence is never closed") || !strings.Contains(errOut, "checked 1 runbook, 1 step, 1 executable block: 1 problem, 0 warnings\n") {
 		t.Errorf("unclosed fence: %d\n%s%s", code, out, errOut)
 	}
 }
