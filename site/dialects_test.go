@@ -67,6 +67,9 @@ func TestDialects(t *testing.T) {
 			t.Errorf("%s page lacks %s", slug, want)
 		}
 	}
+	if !strings.Contains(page(res, "hugo"), "1 step\n") || strings.Contains(page(res, "hugo"), "1 steps") {
+		t.Error(`a one-step page does not say "1 step"`)
+	}
 	if strings.Contains(page(res, "readme"), "<details>") {
 		t.Error("raw HTML rendered by default")
 	}
