@@ -27,7 +27,7 @@ func FuzzParse(f *testing.F) {
 				lines++
 			}
 		}
-		for _, d := range AllDiagnostics(err) {
+		for _, d := range append(AllDiagnostics(err), rb.Warnings...) {
 			if d.Pos.Line < 0 || d.Pos.Line > lines {
 				t.Fatalf("diagnostic outside the file (%d lines): %s", lines, d)
 			}
