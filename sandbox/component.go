@@ -52,6 +52,8 @@ const (
 	ProbeSSH = "ssh"
 	// ProbeTCP dials URL (host:port) and wants the connection accepted.
 	ProbeTCP = "tcp"
+	// ProbeUnix dials the unix socket at URL (a path on this machine).
+	ProbeUnix = "unix"
 )
 
 // Probe says how to tell that a component serves. It is data, recorded in
@@ -298,6 +300,13 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 		}
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", p.URL)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	case ProbeUnix:
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "unix", p.URL)
 		if err != nil {
 			return err
 		}

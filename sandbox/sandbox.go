@@ -66,6 +66,11 @@ type Options struct {
 	BinDir string
 	// NoKube and NoSSH leave out the cluster or the SSH hosts.
 	NoKube, NoSSH bool
+	// Nodes gives every SSH host (netns mode) a container runtime of its
+	// own: Debian's containerd and runc, with the host's private
+	// /var/lib/containerd, /run/containerd and /etc/containerd. The first
+	// part of sandbox nodes; kubelet is not started yet.
+	Nodes bool
 	// EtcdHosts adds that many SSH hosts (etcd0, etcd1, ...; group etcd),
 	// each running a member of one TLS etcd cluster with kubeadm's
 	// certificates: the kubeadm runbook's external etcd. Needs the cluster's
@@ -315,6 +320,11 @@ func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
 	if !sb.opts.NoSSH {
 		if err := sb.startSSH(ctx, pre); err != nil {
 			return err
+		}
+		if sb.opts.Nodes {
+			if err := sb.startRuntimes(ctx, pre); err != nil {
+				return err
+			}
 		}
 	}
 	if !sb.opts.NoKube {

@@ -136,10 +136,10 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		if ns, err = sb.upBridge(ctx, pre); err != nil {
 			return fmt.Errorf("ssh: %w", err)
 		}
-		if err := makeMountpoints(); err != nil {
+		if err := makeMountpoints(privateDirs(sb.opts.Nodes)); err != nil {
 			return fmt.Errorf("ssh: %w", err)
 		}
-		inv.PrivateDirs = PrivateDirs()
+		inv.PrivateDirs = privateDirs(sb.opts.Nodes)
 		if u.HomeDir != "" && filepath.Clean(u.HomeDir) != "/" {
 			inv.Home = filepath.Clean(u.HomeDir)
 		}
@@ -269,6 +269,19 @@ func PrivateDirs() []string {
 	return []string{"/etc/kubernetes", "/var/lib/cairn-host", "/usr/local/bin"}
 }
 
+// NodeDirs are private to each host as well when the hosts are nodes
+// (Options.Nodes): the container runtime's state and configuration.
+func NodeDirs() []string {
+	return []string{"/var/lib/containerd", "/run/containerd", "/etc/containerd"}
+}
+
+func privateDirs(nodes bool) []string {
+	if nodes {
+		return append(PrivateDirs(), NodeDirs()...)
+	}
+	return PrivateDirs()
+}
+
 // HostTools are the binaries from the sandbox's bin directory that every
 // host has in its /usr/local/bin (netns mode), when they are built.
 func HostTools() []string { return []string{"kubeadm", "kubectl", "kubelet"} }
@@ -332,8 +345,8 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // makeMountpoints creates each of PrivateDirs on this machine if it is
 // missing (an empty directory, left in place: another sandbox may be using
 // it as a mountpoint). Existing directories are not touched.
-func makeMountpoints() error {
-	for _, d := range PrivateDirs() {
+func makeMountpoints(dirs []string) error {
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create mountpoint %s: %w", d, err)
 		}
@@ -446,7 +459,7 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 	switch {
 	case ns != nil:
 		argv = []string{pre.unshare, "--net", "--uts", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", hostInit, h.Name, pre.mount}
-		for _, d := range PrivateDirs() {
+		for _, d := range privateDirs(sb.opts.Nodes) {
 			argv = append(argv, filepath.Join(h.Root, d), d)
 		}
 		argv = append(argv, filepath.Join(h.hostDir, "etc-hosts"), "/etc/hosts")

@@ -6,12 +6,14 @@
 # sudo (the ssh runner's sudo=true blocks and copies, tested on the SSH hosts),
 # haproxy (the sandbox's load balancer in front of kube-apiserver), netcat-openbsd
 # (nc: the kubeadm runbook's load-balancer check), curl, and nftables (the test
-# that makes the load balancer drop traffic).
+# that makes the load balancer drop traffic), containerd and runc (each sandbox
+# host's own container runtime with --nodes) and containernetworking-plugins
+# (the CNI plugins nodes will use).
 # It is idempotent: packages already installed are left alone, and apt-get runs
 # only when something is missing. Run as root (CI runs as root).
 set -euo pipefail
 
-want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables openssl)
+want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables openssl containerd runc containernetworking-plugins)
 
 missing=()
 for p in "${want[@]}"; do

@@ -65,7 +65,10 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
   cairn sandbox up --no-kube --network=loopback
 
   # Five control-plane hosts and two workers, no external etcd hosts:
-  cairn sandbox up --control-planes=5 --workers=2 --etcd-hosts=0`)
+  cairn sandbox up --control-planes=5 --workers=2 --etcd-hosts=0
+
+  # Hosts with a container runtime each (ssh cp0 ctr version)
+  cairn sandbox up --nodes`)
 	dir := stateDirFlag(fs)
 	binDir := fs.String("bin-dir", sandbox.BinDir(), "directory holding etcd, kube-apiserver, kube-controller-manager and kubeadm (env "+sandbox.EnvBinDir+")")
 	noKube := fs.Bool("no-kube", false, "do not start the Kubernetes control plane")
@@ -73,6 +76,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 	network := fs.String("network", "auto", "SSH host networking: auto, netns (own namespace per host, needs root) or loopback (127.0.0.1 ports)")
 	cps := fs.Int("control-planes", 3, "number of control-plane SSH hosts (cp0, cp1, ...)")
 	workers := fs.Int("workers", 1, "number of worker SSH hosts (w0, w1, ...)")
+	nodes := fs.Bool("nodes", false, "give every host its own container runtime (Debian's containerd and runc; netns mode): the first part of kubeadm-ready nodes, no kubelet yet")
 	etcdHosts := fs.Int("etcd-hosts", 3, "number of external etcd hosts (etcd0, ...), each a member of one TLS etcd cluster made with kubeadm's certificates (netns mode; 0: none)")
 	timeout := fs.Duration("timeout", 90*time.Second, "start-up limit for each server")
 	quiet := fs.Bool("quiet", false, "print no progress lines")
@@ -109,7 +113,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 	start := time.Now()
 	opts := sandbox.Options{
 		StateDir: *dir, BinDir: *binDir, NoKube: *noKube, NoSSH: *noSSH,
-		Hosts: hosts, Network: mode, Timeout: *timeout, EtcdHosts: *etcdHosts,
+		Hosts: hosts, Network: mode, Timeout: *timeout, EtcdHosts: *etcdHosts, Nodes: *nodes,
 	}
 	if !*quiet {
 		opts.Progress = func(msg string) {

@@ -1,0 +1,81 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// containerdConfig is each node's /etc/containerd/config.toml. This
+// machine grants no process CAP_SYS_RESOURCE, so nothing may lower
+// oom_score_adj: without restrict_oom_score_adj every pod sandbox fails
+// ("can't get final child's PID from pipe: EOF"). The paths are the
+// containerd defaults, private to the host by its mount namespace.
+const containerdConfig = `# Written by cairn sandbox (nodes mode).
+version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+  sandbox_image = "registry.k8s.io/pause:3.10"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = false
+`
+
+// runtimeComponent names a host's containerd component (and process).
+func runtimeComponent(host string) string { return "containerd-" + host }
+
+// containerdHost is one host's container runtime: Debian's containerd in the
+// host's network, UTS and mount namespaces (entered through its sshd), with
+// the host's private /var/lib/containerd, /run/containerd and
+// /etc/containerd. Its socket is probed from this machine through the bind
+// source of the host's /run/containerd.
+type containerdHost struct {
+	h       Host
+	bin     string
+	nsenter string
+}
+
+func (c *containerdHost) Name() string { return runtimeComponent(c.h.Name) }
+
+func (c *containerdHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
+	pid := sb.hostPID(c.h.Name)
+	if pid == 0 {
+		return Probe{}, fmt.Errorf("host %s has no running sshd to enter", c.h.Name)
+	}
+	if err := os.WriteFile(filepath.Join(c.h.Root, "etc", "containerd", "config.toml"), []byte(containerdConfig), 0o644); err != nil {
+		return Probe{}, err
+	}
+	sock := filepath.Join(c.h.Root, "run", "containerd", "containerd.sock")
+	_ = os.Remove(sock) // a stale socket of an earlier run
+	n := cpNode{name: c.h.Name, ip: c.h.Address, nsPID: pid, nsenter: c.nsenter}
+	argv := n.wrap([]string{c.bin, "--config", "/etc/containerd/config.toml"}, "--mount")
+	sb.progress("nodes: starting containerd on %s", c.h.Name)
+	_, err := sb.spawn(c.Name(), argv, serverEnv())
+	return Probe{Kind: ProbeUnix, URL: sock}, err
+}
+
+// startRuntimes starts a containerd on every host (Options.Nodes).
+func (sb *Sandbox) startRuntimes(ctx context.Context, pre prereqs) error {
+	inv := sb.Inventory()
+	if inv == nil || inv.Mode != NetworkNamespaces {
+		return fmt.Errorf("nodes: hosts with a container runtime need network namespaces (run as root; not --network=loopback)")
+	}
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		return &MissingError{Name: "containerd", Where: "PATH", Install: "apt-get install -y containerd runc (scripts/ci-deps.sh)"}
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		return &MissingError{Name: "runc", Where: "PATH", Install: "apt-get install -y runc (scripts/ci-deps.sh)"}
+	}
+	for _, h := range inv.Hosts {
+		if err := sb.startComponent(ctx, &containerdHost{h: h, bin: bin, nsenter: pre.nsenter}); err != nil {
+			return fmt.Errorf("nodes: %w", err)
+		}
+	}
+	return nil
+}
