@@ -38,7 +38,7 @@ func TestNodesRuntime(t *testing.T) {
 	}
 	dir := t.TempDir() + "/sb"
 	sb, err := sandbox.Up(ctxT(t, 3*time.Minute), sandbox.Options{StateDir: dir, DieWithParent: true, NoKube: true, Nodes: true,
-		Hosts: []sandbox.HostSpec{{Name: "cp0", Groups: []string{"control-plane"}}, {Name: "cp1", Groups: []string{"control-plane"}}},
+		Hosts:    []sandbox.HostSpec{{Name: "cp0", Groups: []string{"control-plane"}}, {Name: "cp1", Groups: []string{"control-plane"}}},
 		Progress: func(m string) { t.Log(m) }})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrMissing) && os.Getenv("CI") != "true" {
@@ -150,4 +150,3 @@ func dockerArchive(t *testing.T, ref, name string, content []byte) []byte {
 	}
 	return out.Bytes()
 }
-
