@@ -120,6 +120,7 @@ type state struct {
 	Complete  bool        `json:"complete"` // Up finished
 	WantKube  bool        `json:"wantKube"`
 	WantSSH   bool        `json:"wantSSH"`
+	WantNodes bool        `json:"wantNodes,omitempty"` // hosts with a container runtime (Options.Nodes)
 	Procs     []procState `json:"procs"`
 	Net       *netState   `json:"net,omitempty"`
 	Kube      *KubeInfo   `json:"kube,omitempty"`
@@ -263,7 +264,7 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 
 	if old, err := Open(dir); err == nil {
 		st := old.Status(ctx)
-		if st.Healthy() && old.state.WantKube == !opts.NoKube && old.state.WantSSH == !opts.NoSSH {
+		if st.Healthy() && old.state.WantKube == !opts.NoKube && old.state.WantSSH == !opts.NoSSH && old.state.WantNodes == opts.Nodes {
 			old.opts.Progress = opts.Progress
 			old.progress("sandbox already running in %s", dir)
 			return old, nil
@@ -289,7 +290,7 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.DieWithParent {
 		sb.spawner = newSpawner()
 	}
-	sb.state = state{Version: stateVersion, Started: time.Now().UTC(), WantKube: !opts.NoKube, WantSSH: !opts.NoSSH, BinDir: opts.BinDir}
+	sb.state = state{Version: stateVersion, Started: time.Now().UTC(), WantKube: !opts.NoKube, WantSSH: !opts.NoSSH, WantNodes: opts.Nodes, BinDir: opts.BinDir}
 	if err := sb.saveState(); err != nil {
 		sb.stopSpawner()
 		return nil, fmt.Errorf("sandbox: %w", err)
