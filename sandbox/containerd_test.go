@@ -95,6 +95,18 @@ func main() { h, _ := os.Hostname(); fmt.Println("hello from a container on", h)
 		t.Fatal(err)
 	}
 	on("cp0", "ctr -n k8s.io images import "+img)
+	// crictl (the hosts' own, at the default socket) sees it through CRI,
+	// as the runbook's air-gapped recipe checks with crictl images.
+	if _, err := os.Stat(filepath.Join(sandbox.BinDir(), "crictl")); err == nil {
+		if out := on("cp0", "crictl images 2>/dev/null"); !strings.Contains(out, "cairn.test/hello") {
+			t.Errorf("crictl images on cp0:\n%s", out)
+		}
+		if out := on("cp1", "crictl images 2>/dev/null"); strings.Contains(out, "cairn.test/hello") {
+			t.Errorf("crictl images on cp1 lists cp0's image:\n%s", out)
+		}
+	} else if os.Getenv("CI") == "true" {
+		t.Errorf("crictl not built: %v (scripts/sandbox-bins.sh)", err)
+	}
 	// runc starts a real container from it, in cp0's runtime.
 	if out := on("cp0", "timeout 60 ctr -n k8s.io run --rm cairn.test/hello:1 hello-1 /hello"); !strings.Contains(out, "hello from a container on cp0") {
 		t.Errorf("the container on cp0 said:\n%s", out)

@@ -284,7 +284,7 @@ func privateDirs(nodes bool) []string {
 
 // HostTools are the binaries from the sandbox's bin directory that every
 // host has in its /usr/local/bin (netns mode), when they are built.
-func HostTools() []string { return []string{"kubeadm", "kubectl", "kubelet"} }
+func HostTools() []string { return []string{"kubeadm", "kubectl", "kubelet", "crictl"} }
 
 // linkHostTools links each of HostTools present in binDir into dir; kubeadm
 // is the dry-run wrapper (kubeadmWrapper) instead of a link.

@@ -18,8 +18,8 @@
 #
 # Usage: scripts/sandbox-bins.sh [--core] [--force]
 #   --core   only what `cairn sandbox up` starts (etcd, kube-apiserver,
-#            kube-controller-manager, kubeadm, kubectl, kubelet: ~20 min
-#            cold); make run uses it. The tests need everything.
+#            kube-controller-manager, kubeadm, kubectl, kubelet, crictl:
+#            ~21 min cold); make run uses it. The tests need everything.
 set -euo pipefail
 
 # Keep these in step with sandbox/build/go.mod, sandbox/build/etcd/go.mod and
@@ -32,6 +32,8 @@ KCM_N_VERSION=v1.30.14
 # and sandbox.CiliumVersion.
 CILIUM_VERSION=v1.20.2
 HELM_VERSION=v4.3.2
+# Keep in step with sandbox/build/crictl/go.mod.
+CRICTL_VERSION=v1.37.0
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 key="${KUBE_VERSION}-etcd${ETCD_VERSION#v}"
@@ -97,6 +99,9 @@ build kubectl sandbox/build k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 # kubelet: on the hosts' PATH (kubeadm's preflight and the runbook's version
 # checks ask it); the sandbox-nodes mode will run it.
 build kubelet sandbox/build k8s.io/kubernetes/cmd/kubelet "$kube_ldflags"
+# crictl for the hosts (Debian 12 has no package): with --nodes each host's
+# crictl finds that host's own containerd at the default socket.
+build crictl sandbox/build/crictl sigs.k8s.io/cri-tools/cmd/crictl "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION"
 if [[ $core == 1 ]]; then
   echo "sandbox-bins: core binaries ready in $bin ($((SECONDS - total))s)"
   exit 0
