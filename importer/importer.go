@@ -10,17 +10,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/cairn-dev/cairn/runbook"
 )
-
-// idRe is what {#id} accepts.
-var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // Options say what the import decides for the reader.
 type Options struct {
@@ -88,7 +83,7 @@ func Convert(path string, src []byte, opts Options) (*Result, error) {
 		if st.Explicit {
 			continue
 		}
-		if !idRe.MatchString(st.ID) {
+		if !runbook.ValidID(st.ID) {
 			// A title in another script: its derived id (the page's
 			// anchor) is kept; {#id} takes only [a-z0-9-].
 			res.Changes = append(res.Changes, fmt.Sprintf("step %q keeps its derived id %q (add {#an-id} to the heading to choose one)", st.Title, st.ID))
@@ -110,13 +105,11 @@ func Convert(path string, src []byte, opts Options) (*Result, error) {
 	perStep := map[*runbook.Step]int{}
 	for _, b := range rb.Blocks {
 		exec := b.Role == runbook.RoleExec
-		makeExec := !exec && b.Role == runbook.RoleDisplay && opts.Target != "" && slices.Contains([]string{"bash", "sh", "shell"}, b.Lang)
+		makeExec := !exec && b.Role == runbook.RoleDisplay && opts.Target != "" && runbook.IsShellLang(b.Lang)
 		if exec || makeExec {
 			perStep[b.Step]++
 		}
-		kube := b.Target == runbook.TargetKube
-		foreign := b.Extra != nil || foreignInfo(b.Info, kube)
-		if !foreign && !makeExec && (!exec || b.Explicit) {
+		if !b.Foreign && b.Extra == nil && !makeExec && (!exec || b.Explicit) {
 			continue
 		}
 		id := b.ID
@@ -124,7 +117,7 @@ func Convert(path string, src []byte, opts Options) (*Result, error) {
 			prefix := "intro"
 			if b.Step != nil {
 				prefix = b.Step.ID
-				if !idRe.MatchString(prefix) {
+				if !runbook.ValidID(prefix) {
 					prefix = fmt.Sprintf("step-%d", b.Step.Number)
 				}
 			}
@@ -151,17 +144,25 @@ func Convert(path string, src []byte, opts Options) (*Result, error) {
 		if target != "" {
 			attrs = append(attrs, "target="+string(target))
 		}
-		keep, rest := cairnAttrs(b.Info, kube)
-		attrs = append(attrs, keep...)
-		if b.Title != "" && !slices.ContainsFunc(keep, func(a string) bool { return strings.HasPrefix(a, "title=") }) {
+		// The Cairn attributes as the parser read them; Runme-only ones
+		// (b.Extra) are dropped.
+		hasTitle := false
+		for _, a := range b.Attrs {
+			if a.Key == "id" || a.Key == "target" {
+				continue
+			}
+			hasTitle = hasTitle || a.Key == "title"
+			attrs = append(attrs, a.Key+"="+strconv.Quote(a.Value))
+		}
+		if b.Title != "" && !hasTitle { // title= outside the braces
 			attrs = append(attrs, "title="+strconv.Quote(b.Title))
 		}
 		info := b.Lang
 		if len(attrs) > 0 {
 			info += " {" + strings.Join(attrs, " ") + "}"
 		}
-		if rest != "" {
-			info += " " + rest
+		if b.Words != "" {
+			info += " " + b.Words
 		}
 		edits = append(edits, edit{ls, le, fence + info})
 		what := "display-only"
@@ -185,62 +186,6 @@ func Convert(path string, src []byte, opts Options) (*Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// foreignInfo reports attributes in another tool's form: Runme's JSON, a
-// name= that Cairn reads as the id (not on kube blocks, where it names the
-// resource), or title= outside braces.
-func foreignInfo(info string, kube bool) bool {
-	_, rest, _ := strings.Cut(info, " ")
-	rest = strings.TrimSpace(rest)
-	if strings.HasPrefix(rest, "{") {
-		if strings.HasPrefix(strings.TrimSpace(rest[1:]), `"`) {
-			return true
-		}
-		attrs, _, err := runbook.ParseAttrs(rest)
-		if err != nil || kube {
-			return false
-		}
-		for _, a := range attrs {
-			if a.Key == "name" {
-				return true
-			}
-		}
-		return false
-	}
-	return strings.HasPrefix(rest, "title=")
-}
-
-// cairnAttrs returns the Cairn attributes of an info string to keep as
-// they are (everything but the id, target and other tools' keys) and the
-// words after the language that are not attributes at all.
-func cairnAttrs(info string, kube bool) (keep []string, rest string) {
-	_, after, _ := strings.Cut(info, " ")
-	after = strings.TrimSpace(after)
-	if after == "" {
-		return nil, ""
-	}
-	src := after
-	if !strings.HasPrefix(src, "{") {
-		src = "{" + src + "}"
-	} else if strings.HasPrefix(strings.TrimSpace(src[1:]), `"`) {
-		return nil, "" // Runme JSON: nothing of it is Cairn's
-	}
-	attrs, n, err := runbook.ParseAttrs(src)
-	if err != nil || n != len(src) {
-		if strings.HasPrefix(after, "{") {
-			return nil, ""
-		}
-		return nil, after
-	}
-	for _, a := range attrs {
-		switch {
-		case a.Key == "id" || a.Key == "name" && !kube || a.Key == "target" || runbook.IsRunmeAttr(a.Key):
-		default:
-			keep = append(keep, a.Key+"="+strconv.Quote(a.Value))
-		}
-	}
-	return keep, ""
 }
 
 // fenceOf returns the line's indentation and fence characters.

@@ -52,7 +52,7 @@ func TestGolden(t *testing.T) {
 				t.Error("the result has no front matter")
 			}
 			for _, st := range rb.Steps {
-				if !st.Explicit && idRe.MatchString(st.ID) {
+				if !st.Explicit && runbook.ValidID(st.ID) {
 					t.Errorf("step %q has no explicit id", st.Title)
 				}
 			}

@@ -212,6 +212,7 @@ func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeB
 	case strings.HasPrefix(strings.TrimLeft(trimmed[1:], " \t"), `"`) && trimmed[0] == '{':
 		// Runme's JSON form: {"name":"hello","interactive":false}.
 		attrs = p.jsonAttrs(trimmed, restOff)
+		b.Foreign = true
 	case trimmed[0] == '{':
 		if a, err := p.parseAttrList(trimmed, restOff); err == nil {
 			attrs = a
@@ -222,18 +223,22 @@ func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeB
 		// a title becomes the caption, the rest is ignored with a warning;
 		// nothing outside {...} makes a block run.
 		if a, n, err := ParseAttrs("{" + trimmed + "}"); err == nil && n == len(trimmed)+2 {
+			var ignored []string
 			for _, x := range a {
 				if x.Key == "title" {
-					b.Title = x.Value
+					b.Title, b.Foreign = x.Value, true
 					continue
 				}
+				ignored = append(ignored, x.Key+"="+strconv.Quote(x.Value))
 				p.warnf(p.at(restOff+x.Off-1), "%q after the language is ignored; Cairn reads block attributes in {...}", x.Key)
 			}
+			b.Words = strings.Join(ignored, " ")
 		} else {
+			b.Words = trimmed
 			p.warnf(p.at(restOff), "words after the language (%q) are ignored; Cairn reads block attributes in {...}", trimmed)
 		}
 	}
-	if b.Role == RoleDisplay && p.rb.Meta.DefaultTarget != "" && slices.Contains(shellLangs, b.Lang) && !hasRoleKey(attrs) {
+	if b.Role == RoleDisplay && p.rb.Meta.DefaultTarget != "" && IsShellLang(b.Lang) && !hasRoleKey(attrs) {
 		// default_target in the front matter: a notebook's shell blocks
 		// run as they are (a Runme file, unchanged).
 		attrs = append([]Attr{{Key: "target", Value: string(p.rb.Meta.DefaultTarget)}}, attrs...)
@@ -284,7 +289,7 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 		if a.Key == "name" && b.Target != TargetKube {
 			// Runme's block name is Cairn's block id (name= is a
 			// resource name only on kube blocks).
-			a = p.runmeName(a, attrs, pos(a))
+			a, b.Foreign = p.runmeName(a, attrs, pos(a)), true
 			if a.Key == "" {
 				continue
 			}
@@ -383,6 +388,7 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 		}
 	}
 
+	b.Attrs = kept
 	b.Timeout = DefaultTimeout
 	b.Interval = DefaultInterval
 	var when *Cond
@@ -1008,6 +1014,8 @@ func (p *parseState) checkEmptyGreen(b *Block) {
 	}
 }
 
-// IsRunmeAttr reports whether key is one of Runme's cell attributes that
-// Cairn ignores (cairn import drops them).
-func IsRunmeAttr(key string) bool { return runmeKeys[key] }
+// IsShellLang reports whether a fence language is one Cairn runs with bash.
+func IsShellLang(lang string) bool { return slices.Contains(shellLangs, lang) }
+
+// ValidID reports whether s can be written as an explicit {#id}.
+func ValidID(s string) bool { return idRe.MatchString(s) }

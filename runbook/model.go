@@ -215,6 +215,13 @@ type Block struct {
 	// Extra holds other tools' attributes Cairn ignores (Runme's
 	// interactive, background, …), each also a warning.
 	Extra map[string]string
+	// Attrs are the Cairn attributes as read (a Runme name already turned
+	// into the id), in order; Foreign says some came in another tool's
+	// form (Runme JSON, name=, title= outside braces); Words is what after
+	// the language Cairn ignored. cairn import rewrites from these.
+	Attrs   []Attr
+	Foreign bool
+	Words   string
 
 	Expect   Expect
 	Captures []*Capture
