@@ -173,19 +173,15 @@ func (p *parseState) walk(parent gast.Node, ctx walkCtx) {
 		next := n.NextSibling()
 		switch n := n.(type) {
 		case *gast.Heading:
-			if n.Level == 1 && p.titleFromHeading && p.rb.Meta.Title == "" && !ctx.inBlock && !ctx.inContainer {
+			switch {
+			case n.Level == 1 && p.titleFromHeading && p.rb.Meta.Title == "" && !ctx.inBlock && !ctx.inContainer:
 				// It becomes the page's title, so the body does not
 				// repeat it.
 				p.rb.Meta.Title = PlainText(n, p.rb.Body)
 				p.rb.Meta.TitleFromHeading = true
 				p.rb.Meta.TitleSpan = p.headingSpan(n)
 				parent.RemoveChild(parent, n)
-				n = nil
-			}
-			if n == nil {
-				break
-			}
-			if n.Level == 2 && !ctx.inBlock {
+			case n.Level == 2 && !ctx.inBlock:
 				if ctx.inContainer {
 					p.errf(p.at(n.Pos()), "a step heading (##) cannot be inside a ::: container; close the container first")
 				} else {

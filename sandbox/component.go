@@ -298,25 +298,25 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 		if p.Kind == ProbeSSH {
 			return probeSSH(ctx, p.URL)
 		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", p.URL)
-		if err != nil {
-			return err
-		}
-		return c.Close()
+		return probeDial(ctx, "tcp", p.URL)
 	case ProbeUnix:
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "unix", p.URL)
-		if err != nil {
-			return err
-		}
-		return c.Close()
+		return probeDial(ctx, "unix", p.URL)
 	}
 	return fmt.Errorf("unknown probe kind %q", p.Kind)
 }
 
 // probeHTTP GETs url, never through a proxy, and wants 200 and want in the
 // first bytes of the body.
+// probeDial wants a connection to addr accepted.
+func probeDial(ctx context.Context, network, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
 func probeHTTP(ctx context.Context, url, want string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

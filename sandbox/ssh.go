@@ -126,6 +126,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 
 	var ns *netState
 	var ports []int
+	var keep []string // the sandbox's directories under the private home
 	if pre.network == NetworkLoopback {
 		if ports, err = freePorts(len(sb.opts.Hosts)); err != nil {
 			return fmt.Errorf("ssh: %w", err)
@@ -136,12 +137,13 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		if ns, err = sb.upBridge(ctx, pre); err != nil {
 			return fmt.Errorf("ssh: %w", err)
 		}
-		if err := makeMountpoints(privateDirs(sb.opts.Nodes)); err != nil {
+		inv.PrivateDirs = privateDirs(sb.opts.Nodes)
+		if err := makeMountpoints(inv.PrivateDirs); err != nil {
 			return fmt.Errorf("ssh: %w", err)
 		}
-		inv.PrivateDirs = privateDirs(sb.opts.Nodes)
 		if u.HomeDir != "" && filepath.Clean(u.HomeDir) != "/" {
 			inv.Home = filepath.Clean(u.HomeDir)
+			keep = sb.keepThrough(inv.Home)
 		}
 		sb.progress("ssh: each host gets its own %s", strings.Join(append(slices.Clone(inv.PrivateDirs), inv.Home), ", "))
 	} else {
@@ -172,7 +174,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 				}
 			}
 			if inv.Home != "" {
-				if err := sb.makePrivateHome(h, inv.Home); err != nil {
+				if err := makePrivateHome(h, inv.Home, keep); err != nil {
 					return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 				}
 			}
@@ -192,7 +194,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			return err
 		}
-		if err := sb.startComponent(ctx, &sshHost{pre: pre, ns: ns, i: i, h: h, cfgPath: cfgPath, home: inv.Home}); err != nil {
+		if err := sb.startComponent(ctx, &sshHost{pre: pre, ns: ns, i: i, h: h, cfgPath: cfgPath, dirs: inv.PrivateDirs, home: inv.Home, keep: keep}); err != nil {
 			return fmt.Errorf("ssh: host %s: %w", h.Name, err)
 		}
 		inv.Hosts = append(inv.Hosts, h)
@@ -369,16 +371,16 @@ func etcHosts(ns *netState, hosts []HostSpec) string {
 }
 
 // makePrivateHome creates h's copy of the login user's home directory,
-// hostDir/home, with an empty .ssh, and in it a mountpoint for each of this
-// sandbox's own directories that lie under home (its state and binaries):
-// the host's sshd, host keys and tools live there, so they must show
-// through the private home (keepThrough).
-func (sb *Sandbox) makePrivateHome(h Host, home string) error {
+// hostDir/home, with an empty .ssh, and in it a mountpoint for each of keep,
+// this sandbox's own directories that lie under home (its state and
+// binaries): the host's sshd, host keys and tools live there, so they must
+// show through the private home (keepThrough).
+func makePrivateHome(h Host, home string, keep []string) error {
 	priv := filepath.Join(h.hostDir, "home")
 	if err := os.MkdirAll(filepath.Join(priv, ".ssh"), 0o700); err != nil {
 		return err
 	}
-	for _, k := range sb.keepThrough(home) {
+	for _, k := range keep {
 		rel, _ := filepath.Rel(home, k)
 		if err := os.MkdirAll(filepath.Join(priv, rel), 0o755); err != nil {
 			return err
@@ -439,7 +441,9 @@ type sshHost struct {
 	i       int
 	h       Host
 	cfgPath string
-	home    string // the login user's home, private to the host ("" for none)
+	dirs    []string // the host's private directories (Inventory.PrivateDirs)
+	home    string   // the login user's home, private to the host ("" for none)
+	keep    []string // what shows through the private home (keepThrough)
 }
 
 // hostComponent names the component (and process) of host name.
@@ -448,10 +452,11 @@ func hostComponent(name string) string { return "sshd-" + name }
 func (s *sshHost) Name() string { return hostComponent(s.h.Name) }
 
 func (s *sshHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
-	return Probe{Kind: ProbeSSH, URL: s.h.Addr()}, sb.startHost(ctx, s.pre, s.ns, s.i, s.h, s.cfgPath, s.home)
+	return Probe{Kind: ProbeSSH, URL: s.h.Addr()}, sb.startHost(ctx, s)
 }
 
-func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i int, h Host, cfgPath, home string) error {
+func (sb *Sandbox) startHost(ctx context.Context, s *sshHost) error {
+	pre, ns, i, h, cfgPath, home := s.pre, s.ns, s.i, s.h, s.cfgPath, s.home
 	sshd := []string{pre.sshd, "-D", "-e", "-f", cfgPath}
 	// Set the hostname inside the new UTS namespace, then become sshd.
 	setHost := []string{"/bin/sh", "-c", `echo "$0" > /proc/sys/kernel/hostname && exec "$@"`, h.Name}
@@ -459,7 +464,7 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 	switch {
 	case ns != nil:
 		argv = []string{pre.unshare, "--net", "--uts", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", hostInit, h.Name, pre.mount}
-		for _, d := range privateDirs(sb.opts.Nodes) {
+		for _, d := range s.dirs {
 			argv = append(argv, filepath.Join(h.Root, d), d)
 		}
 		argv = append(argv, filepath.Join(h.hostDir, "etc-hosts"), "/etc/hosts")
@@ -469,7 +474,7 @@ func (sb *Sandbox) startHost(ctx context.Context, pre prereqs, ns *netState, i i
 			// the real one: mounts are in order, and each source path is
 			// resolved before the home is covered.
 			priv := filepath.Join(h.hostDir, "home")
-			for _, k := range sb.keepThrough(home) {
+			for _, k := range s.keep {
 				rel, _ := filepath.Rel(home, k)
 				argv = append(argv, k, filepath.Join(priv, rel))
 			}
