@@ -324,12 +324,7 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 	for _, e := range b.runbooks {
 		res.Diagnostics = append(res.Diagnostics, e.diags...)
 		if e.rb != nil {
-			for _, w := range e.rb.Warnings {
-				if w.Code == runbook.CodeRawHTML && b.opts.RawHTML == RawHTMLRender {
-					continue // the site renders it
-				}
-				res.Warnings = append(res.Warnings, w)
-			}
+			res.Warnings = append(res.Warnings, Warnings(e.rb.Warnings, b.opts.RawHTML)...)
 		}
 		if e.rendered {
 			good = append(good, e)

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 // ConfigFile is the site configuration cairn build and serve read from the
@@ -34,6 +36,20 @@ const (
 	RawHTMLOmit   = "omit"
 	RawHTMLRender = "render"
 )
+
+// Warnings are the parse warnings that hold for a site with this raw-HTML
+// policy: where raw HTML is rendered, the warning that a page omits it is
+// not.
+func Warnings(ws runbook.Diagnostics, rawHTML string) runbook.Diagnostics {
+	var out runbook.Diagnostics
+	for _, w := range ws {
+		if w.Code == runbook.CodeRawHTML && rawHTML == RawHTMLRender {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
 
 // LoadConfig reads path. Unknown keys and bad values are errors with the
 // file and line, since a typo in a site setting silently changing nothing

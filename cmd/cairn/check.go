@@ -61,13 +61,7 @@ func runCheck(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
-	var warnings runbook.Diagnostics
-	for _, w := range set.Warnings() {
-		if w.Code == runbook.CodeRawHTML && cfg.RawHTML == site.RawHTMLRender {
-			continue // this site renders raw HTML
-		}
-		warnings = append(warnings, w)
-	}
+	warnings := site.Warnings(set.Warnings(), cfg.RawHTML)
 	all := append(append(runbook.Diagnostics{}, diags...), warnings...)
 	all.Sort()
 	for _, d := range all {
