@@ -54,6 +54,10 @@ const (
 	ProbeTCP = "tcp"
 	// ProbeUnix dials the unix socket at URL (a path on this machine).
 	ProbeUnix = "unix"
+	// ProbeProcess wants the processes of the component named URL alive:
+	// for a service whose own health is not the sandbox's to judge (a
+	// node's kubelet before kubeadm has configured it).
+	ProbeProcess = "process"
 )
 
 // Probe says how to tell that a component serves. It is data, recorded in
@@ -265,6 +269,27 @@ func (sb *Sandbox) exitedProc(name string) (procState, *child) {
 	return procState{}, nil
 }
 
+// procsAlive wants every recorded process of component name alive (and at
+// least one).
+func (sb *Sandbox) procsAlive(name string) error {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	n := 0
+	for _, p := range sb.state.Procs {
+		if p.Name != name {
+			continue
+		}
+		if !procAlive(p) {
+			return fmt.Errorf("%s (pid %d) is not running", name, p.PID)
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("%s has no process", name)
+	}
+	return nil
+}
+
 // probe runs p once, bounded by a few seconds.
 func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -301,6 +326,8 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 		return probeDial(ctx, "tcp", p.URL)
 	case ProbeUnix:
 		return probeDial(ctx, "unix", p.URL)
+	case ProbeProcess:
+		return sb.procsAlive(p.URL)
 	}
 	return fmt.Errorf("unknown probe kind %q", p.Kind)
 }

@@ -12,8 +12,11 @@ import (
 // machine grants no process CAP_SYS_RESOURCE, so nothing may lower
 // oom_score_adj: without restrict_oom_score_adj every pod sandbox fails
 // ("can't get final child's PID from pipe: EOF"). The paths are the
-// containerd defaults, private to the host by its mount namespace.
-const containerdConfig = `# Written by cairn sandbox (nodes mode).
+// containerd defaults, private to the host by its mount namespace; the CNI
+// plugins are Debian's (containernetworking-plugins), the sandbox (pause)
+// image the one kubeadm names, and runc uses cgroupfs, as the kubelet does
+// here (no systemd).
+var containerdConfig = `# Written by cairn sandbox (nodes mode).
 version = 2
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -21,16 +24,23 @@ state = "/run/containerd"
   address = "/run/containerd/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   restrict_oom_score_adj = true
-  sandbox_image = "registry.k8s.io/pause:3.10"
+  sandbox_image = "` + imageRegistry + `/pause:` + ImagePauseTag + `"
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "runc"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   SystemdCgroup = false
+[plugins."io.containerd.grpc.v1.cri".cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = "/etc/cni/net.d"
 `
 
 // runtimeComponent names a host's containerd component (and process).
 func runtimeComponent(host string) string { return "containerd-" + host }
 
 // containerdHost is one host's container runtime: Debian's containerd in the
-// host's network, UTS and mount namespaces (entered through its sshd), with
+// host's network, UTS, mount and PID namespaces (entered through its sshd), with
 // the host's private /var/lib/containerd, /run/containerd and
 // /etc/containerd. Its socket is probed from this machine through the bind
 // source of the host's /run/containerd.
@@ -53,9 +63,9 @@ func (c *containerdHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) 
 	sock := filepath.Join(c.h.Root, "run", "containerd", "containerd.sock")
 	_ = os.Remove(sock) // a stale socket of an earlier run
 	n := cpNode{name: c.h.Name, ip: c.h.Address, nsPID: pid, nsenter: c.nsenter}
-	argv := n.wrap([]string{c.bin, "--config", "/etc/containerd/config.toml"}, "--mount")
+	argv := n.wrap([]string{c.bin, "--config", "/etc/containerd/config.toml"}, "--mount", "--pid="+pidNSPath(pid))
 	sb.progress("nodes: starting containerd on %s", c.h.Name)
-	_, err := sb.spawn(c.Name(), argv, serverEnv())
+	_, err := sb.spawn(c.Name(), argv, nodeEnv(sb.marker()))
 	return Probe{Kind: ProbeUnix, URL: sock}, err
 }
 

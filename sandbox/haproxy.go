@@ -102,10 +102,24 @@ frontend apiserver
 // listening on loopback (both families where ::1 exists) and, in netns mode,
 // on the bridge, where the hosts reach it as LBName.
 func (sb *Sandbox) startLB(ctx context.Context, pre prereqs) error {
-	k := sb.Kube()
-	u, err := url.Parse(k.Server)
-	if err != nil {
-		return err
+	var backends []string
+	if k := sb.Kube(); k != nil {
+		u, err := url.Parse(k.Server)
+		if err != nil {
+			return err
+		}
+		backends = []string{u.Host}
+	} else if inv := sb.Inventory(); inv != nil {
+		// Nodes: every control-plane host's apiserver-to-be, as the
+		// runbook's load balancer has them (health checks take each in
+		// when kubeadm has started it there).
+		for _, name := range inv.Groups[GroupControlPlane] {
+			h, _ := inv.Host(name)
+			backends = append(backends, net.JoinHostPort(h.Address, strconv.Itoa(portAPIServer)))
+		}
+	}
+	if len(backends) == 0 {
+		return errors.New("lb: no apiserver to forward to")
 	}
 	addrs := []string{"127.0.0.1"}
 	sb.mu.Lock()
@@ -113,7 +127,7 @@ func (sb *Sandbox) startLB(ctx context.Context, pre prereqs) error {
 		addrs = append(addrs, ns.bridgeIP())
 	}
 	sb.mu.Unlock()
-	lb := &loadBalancer{bin: pre.haproxy, addrs: addrs, backends: []string{u.Host}}
+	lb := &loadBalancer{bin: pre.haproxy, addrs: addrs, backends: backends}
 	if err := sb.startComponent(ctx, lb); err != nil {
 		return fmt.Errorf("lb: %w", err)
 	}

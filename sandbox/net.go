@@ -47,6 +47,7 @@ type prereqs struct {
 	kube                              kubeBins
 	sshd, ip, unshare, nsenter, mount string
 	haproxy                           string
+	tini                              string // nodes only
 	network                           Network
 }
 
@@ -85,6 +86,11 @@ func checkPrereqs(ctx context.Context, opts *Options) (prereqs, error) {
 	why := netnsUnavailable(ctx, &p)
 	if why == nil {
 		p.network = NetworkNamespaces
+		if opts.Nodes {
+			if p.tini, err = lookTool("tini", "tini"); err != nil {
+				return p, fmt.Errorf("sandbox: nodes (the init of each node's PID namespace): %w", err)
+			}
+		}
 		return p, nil
 	}
 	if opts.Network == NetworkNamespaces {

@@ -66,10 +66,12 @@ type Options struct {
 	BinDir string
 	// NoKube and NoSSH leave out the cluster or the SSH hosts.
 	NoKube, NoSSH bool
-	// Nodes gives every SSH host (netns mode) a container runtime of its
-	// own: Debian's containerd and runc, with the host's private
-	// /var/lib/containerd, /run/containerd and /etc/containerd. The first
-	// part of sandbox nodes; kubelet is not started yet.
+	// Nodes makes every SSH host (netns mode) a machine ready for kubeadm
+	// (kubelet.go): its own PID namespace, container runtime (Debian's
+	// containerd and runc) and kubelet service, the real kubeadm, and the
+	// node images in Inventory.ImagesDir. The sandbox then runs no control
+	// plane of its own: kubeadm init builds the cluster on the hosts, and
+	// the load balancer forwards to the control-plane hosts' port 6443.
 	Nodes bool
 	// EtcdHosts adds that many SSH hosts (etcd0, etcd1, ...; group etcd),
 	// each running a member of one TLS etcd cluster with kubeadm's
@@ -130,6 +132,9 @@ type state struct {
 	// are in Procs under the same names).
 	Components []componentState `json:"components,omitempty"`
 	BinDir     string           `json:"binDir,omitempty"`
+	// CgroupRoots are the nodes' kubelet cgroup roots (Options.Nodes),
+	// removed by Down once their processes are gone.
+	CgroupRoots []string `json:"cgroupRoots,omitempty"`
 }
 
 const stateVersion = 2
@@ -318,6 +323,13 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 }
 
 func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
+	if sb.opts.Nodes && !sb.opts.NoSSH {
+		// The archives the runbook imports on each node (the air-gapped
+		// recipe): made once from the binaries, then cached beside them.
+		if _, err := EnsureImages(ctx, sb.binDir(), func(m string) { sb.progress("%s", m) }); err != nil {
+			return fmt.Errorf("nodes: %w", err)
+		}
+	}
 	if !sb.opts.NoSSH {
 		if err := sb.startSSH(ctx, pre); err != nil {
 			return err
@@ -326,7 +338,20 @@ func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
 			if err := sb.startRuntimes(ctx, pre); err != nil {
 				return err
 			}
+			if err := sb.startKubelets(ctx, pre); err != nil {
+				return err
+			}
 		}
+	}
+	if sb.opts.Nodes {
+		if sb.opts.NoKube {
+			return nil
+		}
+		// Bare machines: the runbook's kubeadm init makes the cluster.
+		if err := sb.startLB(ctx, pre); err != nil {
+			return err
+		}
+		return sb.startExternalEtcd(ctx, pre)
 	}
 	if !sb.opts.NoKube {
 		if err := sb.startKube(ctx, pre); err != nil {
@@ -416,6 +441,14 @@ func (sb *Sandbox) down(ctx context.Context) error {
 	}
 	if err := sb.downNet(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	sb.mu.Lock()
+	roots := sb.state.CgroupRoots
+	sb.mu.Unlock()
+	for _, r := range roots {
+		if err := removeCgroupTree(r); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	sb.mu.Lock()
 	lb := sb.state.LB

@@ -44,6 +44,11 @@ type Inventory struct {
 	// that files copied to "USER@host:" land on that host alone. Empty in
 	// loopback mode.
 	Home string `json:"home,omitempty"`
+
+	// ImagesDir holds the node images' archives (Options.Nodes), one
+	// Docker archive per image kubeadm names, readable on every host:
+	// what a reader of an offline site imports with ctr.
+	ImagesDir string `json:"imagesDir,omitempty"`
 }
 
 // Host is one SSH host.
@@ -138,6 +143,9 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 			return fmt.Errorf("ssh: %w", err)
 		}
 		inv.PrivateDirs = privateDirs(sb.opts.Nodes)
+		if sb.opts.Nodes {
+			inv.ImagesDir = ImagesDir(sb.binDir())
+		}
 		if err := makeMountpoints(inv.PrivateDirs); err != nil {
 			return fmt.Errorf("ssh: %w", err)
 		}
@@ -178,7 +186,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 					return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 				}
 			}
-			if err := linkHostTools(filepath.Join(h.Root, "/usr/local/bin"), sb.binDir()); err != nil {
+			if err := linkHostTools(filepath.Join(h.Root, "/usr/local/bin"), sb.binDir(), sb.opts.Nodes); err != nil {
 				return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 			}
 			if err := os.WriteFile(filepath.Join(h.hostDir, "etc-hosts"), []byte(etcHosts(ns, sb.opts.Hosts)), 0o644); err != nil {
@@ -194,7 +202,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			return err
 		}
-		if err := sb.startComponent(ctx, &sshHost{pre: pre, ns: ns, i: i, h: h, cfgPath: cfgPath, dirs: inv.PrivateDirs, home: inv.Home, keep: keep}); err != nil {
+		if err := sb.startComponent(ctx, &sshHost{pre: pre, ns: ns, i: i, h: h, cfgPath: cfgPath, dirs: inv.PrivateDirs, home: inv.Home, keep: keep, node: sb.opts.Nodes}); err != nil {
 			return fmt.Errorf("ssh: host %s: %w", h.Name, err)
 		}
 		inv.Hosts = append(inv.Hosts, h)
@@ -272,9 +280,12 @@ func PrivateDirs() []string {
 }
 
 // NodeDirs are private to each host as well when the hosts are nodes
-// (Options.Nodes): the container runtime's state and configuration.
+// (Options.Nodes): the container runtime's state and configuration, the
+// kubelet's, a stacked etcd member's data, the CNI configuration and its
+// IP allocations, and the pods' logs.
 func NodeDirs() []string {
-	return []string{"/var/lib/containerd", "/run/containerd", "/etc/containerd"}
+	return []string{"/var/lib/containerd", "/run/containerd", "/etc/containerd",
+		"/var/lib/kubelet", "/var/lib/etcd", "/etc/cni/net.d", "/var/lib/cni", "/var/log/pods", "/var/log/containers"}
 }
 
 func privateDirs(nodes bool) []string {
@@ -289,15 +300,21 @@ func privateDirs(nodes bool) []string {
 func HostTools() []string { return []string{"kubeadm", "kubectl", "kubelet", "crictl"} }
 
 // linkHostTools links each of HostTools present in binDir into dir; kubeadm
-// is the dry-run wrapper (kubeadmWrapper) instead of a link.
-func linkHostTools(dir, binDir string) error {
+// is the dry-run wrapper (kubeadmWrapper) instead of a link, except on
+// nodes, which also get the kubelet unit's systemctl (systemctlShim).
+func linkHostTools(dir, binDir string, nodes bool) error {
+	if nodes {
+		if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte(systemctlShim), 0o755); err != nil {
+			return err
+		}
+	}
 	for _, t := range HostTools() {
 		src := filepath.Join(binDir, t)
 		if _, err := os.Stat(src); err != nil {
 			continue
 		}
 		dst := filepath.Join(dir, t)
-		if t == binKubeadm {
+		if t == binKubeadm && !nodes {
 			if err := os.WriteFile(dst, []byte(kubeadmWrapper(src)), 0o755); err != nil {
 				return err
 			}
@@ -430,6 +447,17 @@ while [ "$1" != -- ]; do "$m" --rbind "$1" "$2" || exit 1; shift 2; done
 shift
 exec "$@"`
 
+// nodeInit starts a node's hostInit: it turns on IPv4 forwarding in the
+// node's network namespace (kubeadm's preflight wants it, as the kubeadm
+// install guide has readers set it), then mounts a sysfs of the node's own
+// network namespace over /sys, carrying this machine's cgroup hierarchies
+// across through cg.
+func nodeInit(cg string) string {
+	return `echo 1 > /proc/sys/net/ipv4/ip_forward || exit 1
+"$1" --rbind /sys/fs/cgroup ` + shellQuote(cg) + ` && "$1" -t sysfs sysfs /sys && "$1" --move ` + shellQuote(cg) + ` /sys/fs/cgroup || exit 1
+`
+}
+
 // sshHost is one SSH host: sshd, in netns mode inside a fresh network, UTS
 // and mount namespace (made by unshare, so they vanish with the process and
 // leave no mount behind) wired to the bridge by a veth pair, with its own
@@ -444,6 +472,7 @@ type sshHost struct {
 	dirs    []string // the host's private directories (Inventory.PrivateDirs)
 	home    string   // the login user's home, private to the host ("" for none)
 	keep    []string // what shows through the private home (keepThrough)
+	node    bool     // a kubeadm-ready node (Options.Nodes)
 }
 
 // hostComponent names the component (and process) of host name.
@@ -464,6 +493,20 @@ func (sb *Sandbox) startHost(ctx context.Context, s *sshHost) error {
 	switch {
 	case ns != nil:
 		argv = []string{pre.unshare, "--net", "--uts", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", hostInit, h.Name, pre.mount}
+		if s.node {
+			// A node: a PID namespace too, with tini as its init (it
+			// reaps containerd's shims, and when it exits the kernel ends
+			// every process of the node), and the node's own sysfs (so
+			// that /sys/class/net shows the node's interfaces, as kubelet
+			// and kube-proxy expect) with this machine's cgroup
+			// hierarchies on it.
+			cg := filepath.Join(h.hostDir, "cgroup-mnt")
+			if err := os.MkdirAll(cg, 0o700); err != nil {
+				return err
+			}
+			argv = []string{pre.unshare, "--net", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private", "--",
+				pre.tini, "--", "/bin/sh", "-c", nodeInit(cg) + hostInit, h.Name, pre.mount}
+		}
 		for _, d := range s.dirs {
 			argv = append(argv, filepath.Join(h.Root, d), d)
 		}

@@ -27,6 +27,8 @@ type Status struct {
 	// Components are the servers, each with its probe's answer.
 	Components []ComponentStatus
 	Problems   []string
+	// Nodes: the hosts are kubeadm-ready nodes (Options.Nodes).
+	Nodes bool
 }
 
 // ProcStatus is one server process.
@@ -66,7 +68,7 @@ func (sb *Sandbox) Status(ctx context.Context) Status {
 	st := sb.state
 	st.Components = append([]componentState(nil), st.Components...)
 	sb.mu.Unlock()
-	s := Status{Dir: sb.dir, Complete: st.Complete, Started: st.Started, Kube: st.Kube, Inventory: st.Inventory, LB: st.LB}
+	s := Status{Dir: sb.dir, Complete: st.Complete, Started: st.Started, Kube: st.Kube, Inventory: st.Inventory, LB: st.LB, Nodes: st.WantNodes}
 	if !st.Complete {
 		s.Problems = append(s.Problems, "start-up did not finish")
 	}
@@ -95,7 +97,7 @@ func (sb *Sandbox) Status(ctx context.Context) Status {
 		s.Components = append(s.Components, cs)
 	}
 	s.KubeReady = healthy[componentAPIServer]
-	if st.WantKube && st.Complete && st.Kube == nil {
+	if st.WantKube && !st.WantNodes && st.Complete && st.Kube == nil {
 		s.Problems = append(s.Problems, "cluster missing from state")
 	}
 	if st.Inventory != nil {

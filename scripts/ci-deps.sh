@@ -8,12 +8,14 @@
 # (nc: the kubeadm runbook's load-balancer check), curl, and nftables (the test
 # that makes the load balancer drop traffic), containerd and runc (each sandbox
 # host's own container runtime with --nodes) and containernetworking-plugins
-# (the CNI plugins nodes will use).
+# (the nodes' bridge and host-local CNI plugins), tini (the reaping init of
+# each node's PID namespace), iptables (what the nodes' kube-proxy image
+# carries) and gcc with libc6-dev (pause, compiled static from its C source).
 # It is idempotent: packages already installed are left alone, and apt-get runs
 # only when something is missing. Run as root (CI runs as root).
 set -euo pipefail
 
-want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables openssl containerd runc containernetworking-plugins)
+want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables openssl containerd runc containernetworking-plugins tini iptables gcc libc6-dev)
 
 missing=()
 for p in "${want[@]}"; do

@@ -34,6 +34,12 @@ CILIUM_VERSION=v1.20.2
 HELM_VERSION=v4.3.2
 # Keep in step with sandbox/build/crictl/go.mod.
 CRICTL_VERSION=v1.37.0
+# What kubeadm $KUBE_VERSION names for its images (keep in step with
+# sandbox/build/etcd-image/go.mod, sandbox/build/coredns/go.mod and
+# sandbox/images.go).
+IMAGE_ETCD_VERSION=v3.7.0
+COREDNS_VERSION=v1.14.6
+PAUSE_VERSION=3.10.2
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 key="${KUBE_VERSION}-etcd${ETCD_VERSION#v}"
@@ -105,6 +111,27 @@ build crictl sandbox/build/crictl sigs.k8s.io/cri-tools/cmd/crictl "-s -w -X sig
 if [[ $core == 1 ]]; then
   echo "sandbox-bins: core binaries ready in $bin ($((SECONDS - total))s)"
   exit 0
+fi
+# What the sandbox nodes' images hold (cairn sandbox up --nodes assembles
+# the image archives from them): the control plane's other two servers, the
+# etcd and CoreDNS releases kubeadm names (`kubeadm config images list`),
+# and pause, compiled from the pause.c of the same Kubernetes module.
+build kube-scheduler sandbox/build k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
+build kube-proxy sandbox/build k8s.io/kubernetes/cmd/kube-proxy "$kube_ldflags"
+build etcd-$IMAGE_ETCD_VERSION sandbox/build/etcd-image go.etcd.io/etcd/server/v3
+build coredns sandbox/build/coredns . "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+if [[ $force == 1 || ! -x $bin/pause ]]; then
+  go mod download -C "$root/sandbox/build" k8s.io/kubernetes
+  kdir=$(go list -C "$root/sandbox/build" -m -f '{{.Dir}}' k8s.io/kubernetes)
+  if ! command -v gcc >/dev/null 2>&1 || [[ ! -e /usr/lib/x86_64-linux-gnu/libc.a && ! -e /usr/lib/libc.a ]]; then
+    echo "sandbox-bins: gcc and a static libc are needed for pause; run scripts/ci-deps.sh (apt-get install -y gcc libc6-dev)" >&2
+    exit 1
+  fi
+  gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION" -o "$bin/.pause.tmp" "$kdir/build/pause/linux/pause.c"
+  mv -f "$bin/.pause.tmp" "$bin/pause"
+  echo "sandbox-bins: built pause $PAUSE_VERSION from $kdir/build/pause/linux/pause.c"
+else
+  echo "sandbox-bins: pause present ($bin/pause)"
 fi
 # The CCM leader-migration runbook's two sides: a KCM of a release that still
 # runs cloud controllers and Leader Migration (v1.30, "version N") and a

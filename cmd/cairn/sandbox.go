@@ -67,7 +67,8 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
   # Five control-plane hosts and two workers, no external etcd hosts:
   cairn sandbox up --control-planes=5 --workers=2 --etcd-hosts=0
 
-  # Hosts with a container runtime each (ssh cp0 ctr version)
+  # Bare kubeadm-ready nodes (containerd, the kubelet service, node images;
+  # no cluster yet): walk content/kubeadm-ha.md on them to build one
   cairn sandbox up --nodes`)
 	dir := stateDirFlag(fs)
 	binDir := fs.String("bin-dir", sandbox.BinDir(), "directory holding etcd, kube-apiserver, kube-controller-manager and kubeadm (env "+sandbox.EnvBinDir+")")
@@ -76,7 +77,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 	network := fs.String("network", "auto", "SSH host networking: auto, netns (own namespace per host, needs root) or loopback (127.0.0.1 ports)")
 	cps := fs.Int("control-planes", 3, "number of control-plane SSH hosts (cp0, cp1, ...)")
 	workers := fs.Int("workers", 1, "number of worker SSH hosts (w0, w1, ...)")
-	nodes := fs.Bool("nodes", false, "give every host its own container runtime (Debian's containerd and runc; netns mode): the first part of kubeadm-ready nodes, no kubelet yet")
+	nodes := fs.Bool("nodes", false, "make every host a bare node ready for kubeadm (own PID namespace, containerd and runc, the kubelet service, node images; netns mode, root): no cluster runs until kubeadm init builds one on the hosts")
 	etcdHosts := fs.Int("etcd-hosts", 3, "number of external etcd hosts (etcd0, ...), each a member of one TLS etcd cluster made with kubeadm's certificates (netns mode; 0: none)")
 	timeout := fs.Duration("timeout", 90*time.Second, "start-up limit for each server")
 	quiet := fs.Bool("quiet", false, "print no progress lines")
@@ -248,7 +249,12 @@ func printStatus(w io.Writer, st sandbox.Status) {
 		}
 		if inv.Mode == sandbox.NetworkNamespaces {
 			fmt.Fprintf(w, "  host tools     %s in each host's /usr/local/bin\n", strings.Join(sandbox.HostTools(), ", "))
-			fmt.Fprintf(w, "  kubeadm        %s\n", sandbox.KubeadmDryRun)
+			if st.Nodes {
+				fmt.Fprintf(w, "  nodes          every host is a bare node for kubeadm (containerd, the kubelet service, systemctl for it); kubeadm runs for real\n")
+				fmt.Fprintf(w, "  node images    %s (import on each node: ctr -n k8s.io images import FILE)\n", inv.ImagesDir)
+			} else {
+				fmt.Fprintf(w, "  kubeadm        %s\n", sandbox.KubeadmDryRun)
+			}
 		}
 		fmt.Fprintf(w, "  inventory      %s/inventory.json\n", st.Dir)
 		fmt.Fprintf(w, "  ssh config     %s  (ssh -F %s %s)\n", inv.SSHConfig, inv.SSHConfig, inv.Hosts[0].Name)

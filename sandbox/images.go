@@ -1,0 +1,352 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Image versions kubeadm KubeVersion names (`kubeadm config images list`).
+// The binaries come from scripts/sandbox-bins.sh, built at these releases.
+const (
+	ImageEtcdTag    = "3.7.0-0"
+	ImageCoreDNSTag = "v1.14.6"
+	ImagePauseTag   = "3.10.2"
+	imageRegistry   = "registry.k8s.io"
+)
+
+// NodeImage is one image a sandbox node's runtime holds, under the name and
+// tag kubeadm asks for, so that kubelet never pulls (no registry is
+// reachable here, and kubeadm's static pods and addons use IfNotPresent).
+type NodeImage struct {
+	Ref string // registry.k8s.io/kube-apiserver:v1.37.2
+	// Bins are files of the bin directory, put at /usr/local/bin/NAME
+	// (or at Entrypoint[0] when that names the same file).
+	Bins       []string
+	Entrypoint []string
+	// System are programs of this machine copied in with the shared
+	// libraries they load (kube-proxy's iptables), and Links are symlinks
+	// (name → target) beside them.
+	System []string
+	Links  map[string]string
+	// Dirs of this machine copied whole (iptables' extensions).
+	Dirs []string
+}
+
+// Archive is the file name of the image's archive in the images directory.
+func (im NodeImage) Archive() string {
+	name := strings.TrimPrefix(im.Ref, imageRegistry+"/")
+	return strings.NewReplacer("/", "_", ":", "_").Replace(name) + ".tar"
+}
+
+// NodeImages are the images kubeadm KubeVersion's control plane and addons
+// run, as the sandbox builds them: each holds the program built from the
+// release kubeadm names, in the path kubeadm's manifests call it by.
+func NodeImages() []NodeImage {
+	kube := func(name string) NodeImage {
+		return NodeImage{Ref: imageRegistry + "/" + name + ":" + KubeVersion, Bins: []string{name}}
+	}
+	proxy := kube("kube-proxy")
+	// kube-proxy (iptables mode, its default) runs iptables-restore and
+	// friends; Debian's are the nf_tables flavour, one multi-call binary.
+	proxy.System = []string{"/usr/sbin/xtables-nft-multi"}
+	proxy.Dirs = []string{"/usr/lib/x86_64-linux-gnu/xtables"}
+	proxy.Links = map[string]string{}
+	for _, n := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		proxy.Links["/usr/sbin/"+n] = "xtables-nft-multi"
+		proxy.Links["/usr/sbin/"+strings.Replace(n, "tables", "tables-nft", 1)] = "xtables-nft-multi"
+	}
+	return []NodeImage{
+		kube("kube-apiserver"),
+		kube("kube-controller-manager"),
+		kube("kube-scheduler"),
+		proxy,
+		{Ref: imageRegistry + "/etcd:" + ImageEtcdTag, Bins: []string{"etcd-v" + strings.TrimSuffix(ImageEtcdTag, "-0")}},
+		{Ref: imageRegistry + "/coredns/coredns:" + ImageCoreDNSTag, Bins: []string{"coredns"}, Entrypoint: []string{"/coredns"}},
+		{Ref: imageRegistry + "/pause:" + ImagePauseTag, Bins: []string{"pause"}, Entrypoint: []string{"/pause"}},
+	}
+}
+
+// ImagesDir is where the node images' archives are cached, beside the
+// binaries they are made of.
+func ImagesDir(binDir string) string { return filepath.Join(binDir, "images") }
+
+// EnsureImages writes the archive of every NodeImage that is not in
+// ImagesDir(binDir) yet and returns their paths. An archive is a Docker
+// archive (what `ctr images import` and `docker load` read), written to a
+// temporary name and renamed, with fixed times so that its digest depends
+// only on its files.
+func EnsureImages(ctx context.Context, binDir string, progress func(string)) ([]string, error) {
+	dir := ImagesDir(binDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, im := range NodeImages() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, im.Archive())
+		paths = append(paths, path)
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		if progress != nil {
+			progress(fmt.Sprintf("images: writing %s (%s)", im.Ref, path))
+		}
+		if err := writeImage(path, binDir, im); err != nil {
+			return nil, fmt.Errorf("image %s: %w", im.Ref, err)
+		}
+	}
+	return paths, nil
+}
+
+// imageFile is one regular file, directory or symlink of a layer.
+type imageFile struct {
+	name string // path in the image, without the leading slash
+	src  string // file of this machine ("" for dirs, links and data)
+	data []byte
+	link string
+	mode int64
+	dir  bool
+}
+
+func writeImage(path, binDir string, im NodeImage) error {
+	files, err := imageFiles(binDir, im)
+	if err != nil {
+		return err
+	}
+	var layer bytes.Buffer
+	if err := writeLayer(&layer, files); err != nil {
+		return err
+	}
+	layerSum := sha256.Sum256(layer.Bytes())
+	diffID := "sha256:" + hex.EncodeToString(layerSum[:])
+	cfg := map[string]any{
+		"architecture": "amd64",
+		"os":           "linux",
+		"config": map[string]any{
+			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			"Entrypoint": im.Entrypoint,
+			"Labels":     map[string]string{"dev.cairn.sandbox": "built from source by cairn sandbox; see sandbox/images.go"},
+		},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}},
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	cfgSum := sha256.Sum256(cfgJSON)
+	cfgName := hex.EncodeToString(cfgSum[:]) + ".json"
+	layerName := hex.EncodeToString(layerSum[:]) + "/layer.tar"
+	manifest, err := json.Marshal([]map[string]any{{"Config": cfgName, "RepoTags": []string{im.Ref}, "Layers": []string{layerName}}})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".image-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	tw := tar.NewWriter(tmp)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{cfgName, cfgJSON}, {layerName, layer.Bytes()}, {"manifest.json", manifest}} {
+		if err := addTarData(tw, f.name, f.data, 0o644); err != nil {
+			tmp.Close()
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// imageFiles lists an image's files: its binaries, the system programs with
+// their libraries, and the few files every image has (/etc/passwd, /tmp).
+func imageFiles(binDir string, im NodeImage) ([]imageFile, error) {
+	var files []imageFile
+	seen := map[string]bool{}
+	add := func(f imageFile) {
+		f.name = strings.TrimPrefix(f.name, "/")
+		if seen[f.name] {
+			return
+		}
+		// Parent directories first, as a tar from a filesystem has them.
+		for d := filepath.Dir(f.name); d != "." && !seen[d]; d = filepath.Dir(d) {
+			seen[d] = true
+			files = append(files, imageFile{name: d, dir: true, mode: 0o755})
+		}
+		seen[f.name] = true
+		files = append(files, f)
+	}
+	add(imageFile{name: "etc/passwd", data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"), mode: 0o644})
+	add(imageFile{name: "etc/group", data: []byte("root:x:0:\nnogroup:x:65534:\n"), mode: 0o644})
+	add(imageFile{name: "tmp", dir: true, mode: 0o1777})
+	for i, b := range im.Bins {
+		src := filepath.Join(binDir, b)
+		if _, err := os.Stat(src); err != nil {
+			return nil, &MissingError{Name: b, Where: binDir, Install: "scripts/sandbox-bins.sh"}
+		}
+		dst := "/usr/local/bin/" + b
+		if i == 0 && len(im.Entrypoint) > 0 {
+			dst = im.Entrypoint[0]
+		} else if strings.HasPrefix(b, "etcd-") {
+			dst = "/usr/local/bin/etcd"
+		}
+		add(imageFile{name: dst, src: src, mode: 0o755})
+	}
+	var libs []string
+	for _, p := range im.System {
+		add(imageFile{name: p, src: p, mode: 0o755})
+		libs = append(libs, p)
+	}
+	for _, d := range im.Dirs {
+		err := filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			if e.Type()&fs.ModeSymlink != 0 {
+				t, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				add(imageFile{name: p, link: t, mode: 0o777})
+				return nil
+			}
+			add(imageFile{name: p, src: p, mode: 0o644})
+			libs = append(libs, p)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(libs) > 0 {
+		deps, err := sharedLibs(libs)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range deps {
+			add(imageFile{name: l, src: l, mode: 0o755})
+		}
+	}
+	names := make([]string, 0, len(im.Links))
+	for n := range im.Links {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		add(imageFile{name: n, link: im.Links[n], mode: 0o777})
+	}
+	return files, nil
+}
+
+// sharedLibs returns the shared libraries (resolved, real paths) that the
+// ELF files load, as ldd reports them, sorted.
+func sharedLibs(files []string) ([]string, error) {
+	ldd, err := exec.LookPath("ldd")
+	if err != nil {
+		return nil, &MissingError{Name: "ldd", Where: "PATH", Install: "apt-get install -y libc-bin"}
+	}
+	set := map[string]bool{}
+	for _, f := range files {
+		out, err := exec.Command(ldd, f).Output()
+		if err != nil {
+			// Not dynamic (or not ELF): nothing to add.
+			continue
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			fields := strings.Fields(line)
+			var p string
+			switch {
+			case len(fields) >= 3 && fields[1] == "=>":
+				p = fields[2]
+			case len(fields) >= 1 && strings.HasPrefix(fields[0], "/"):
+				p = fields[0]
+			}
+			if strings.HasPrefix(p, "/") {
+				set[p] = true
+			}
+		}
+	}
+	var out []string
+	for p := range set {
+		// The image gets the file under the name the loader asks for
+		// (writeLayer copies the content a symlink resolves to).
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func writeLayer(w io.Writer, files []imageFile) error {
+	tw := tar.NewWriter(w)
+	for _, f := range files {
+		h := &tar.Header{Name: f.name, Mode: f.mode, Format: tar.FormatPAX}
+		switch {
+		case f.dir:
+			h.Typeflag, h.Name = tar.TypeDir, f.name+"/"
+		case f.link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, f.link
+		case f.src != "":
+			// Read through symlinks: a library is stored under the name
+			// the loader asks for.
+			b, err := os.ReadFile(f.src)
+			if err != nil {
+				return err
+			}
+			f.data = b
+			fallthrough
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(f.data); err != nil {
+				return err
+			}
+		}
+	}
+	return tw.Close()
+}
+
+func addTarData(tw *tar.Writer, name string, data []byte, mode int64) error {
+	if dir := filepath.Dir(name); dir != "." {
+		if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))}); err != nil {
+		return err
+	}
+	_, err := tw.Write(data)
+	return err
+}

@@ -1,0 +1,290 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// A sandbox node is an SSH host made ready for kubeadm the way a machine
+// is after its packages are installed: a container runtime (containerd.go),
+// the kubelet service (here), kubeadm, kubelet, kubectl and crictl of the
+// sandbox's release on its PATH, the node images in an archive directory,
+// and its own PID namespace (with tini as init, so that containerd's
+// shims are reaped and everything in it dies with it), sysfs, /proc and
+// cgroup root. What kubeadm would get from systemd, it gets from the
+// kubelet service below and the hosts' systemctl.
+
+// The kubelet service's files on each host (in /var/lib/cairn-host,
+// private to the host): its wanted state ("start" or "stop"; absent means
+// start, as the kubeadm packages enable the unit), a restart request, and
+// the running kubelet's pid.
+const (
+	kubeletStateFile   = "/var/lib/cairn-host/kubelet.state"
+	kubeletRestartFile = "/var/lib/cairn-host/kubelet.restart"
+	kubeletPIDFile     = "/var/lib/cairn-host/kubelet.pid"
+)
+
+// kubeletService is kubeadm's systemd unit for the kubelet (the
+// 10-kubeadm.conf drop-in) as a shell loop: while the service is wanted it
+// runs kubelet with kubeadm's flags and files and starts it again after it
+// exits (Restart=always), and it stops kubelet when the service is
+// stopped. Before `kubeadm init` or `join` there is no config.yaml and
+// kubelet exits at once, as on a fresh node. $1.. are KUBELET_EXTRA_ARGS
+// (what /etc/default/kubelet holds on a Debian node).
+const kubeletService = `st=` + kubeletStateFile + ` rs=` + kubeletRestartFile + ` pf=` + kubeletPIDFile + `
+trap 'kill $k 2>/dev/null; wait $k 2>/dev/null; rm -f "$pf"; exit 0' TERM INT
+k=
+while :; do
+	if [ "$(cat "$st" 2>/dev/null)" != stop ]; then
+		rm -f "$rs"
+		KUBELET_KUBEADM_ARGS=
+		[ -f /var/lib/kubelet/kubeadm-flags.env ] && . /var/lib/kubelet/kubeadm-flags.env
+		kubelet --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf \
+			--config=/var/lib/kubelet/config.yaml $KUBELET_KUBEADM_ARGS "$@" &
+		k=$!
+		echo "$k" > "$pf"
+		while kill -0 "$k" 2>/dev/null; do
+			if [ -e "$rs" ] || [ "$(cat "$st" 2>/dev/null)" = stop ]; then
+				kill "$k"
+			fi
+			sleep 1
+		done
+		wait "$k"
+		echo "cairn kubelet service: kubelet exited with status $?"
+		rm -f "$pf"
+		k=
+	fi
+	# RestartSec: shorter than kubeadm's 10s; a start or restart request
+	# ends the wait at once.
+	i=0
+	while [ $i -lt 5 ] && [ ! -e "$rs" ]; do sleep 1; i=$((i + 1)); done
+done`
+
+// systemctlShim is the hosts' /usr/local/bin/systemctl: it answers for the
+// kubelet unit, which kubeadm starts, stops and restarts (and readers check
+// with systemctl status), through the kubelet service's files, and refuses
+// every other unit.
+const systemctlShim = `#!/bin/sh
+# cairn sandbox: this node has no systemd; the kubelet unit is cairn's
+# kubelet service (its log: cairn sandbox logs kubelet-HOST).
+st=` + kubeletStateFile + ` rs=` + kubeletRestartFile + ` pf=` + kubeletPIDFile + `
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-*) shift ;;
+	*) break ;;
+	esac
+done
+cmd=$1
+[ $# -gt 0 ] && shift
+unit=${1%.service}
+running() { [ -f "$pf" ] && kill -0 "$(cat "$pf")" 2>/dev/null; }
+case "$cmd" in
+daemon-reload) exit 0 ;;
+esac
+if [ "$unit" != kubelet ]; then
+	echo "systemctl (cairn sandbox): only the kubelet unit is managed on this node, not '$unit'" >&2
+	exit 1
+fi
+case "$cmd" in
+start | restart | try-restart | reload-or-restart)
+	echo start > "$st"
+	[ "$cmd" = start ] && running && exit 0
+	touch "$rs"
+	;;
+stop)
+	echo stop > "$st"
+	i=0
+	while running && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	! running
+	;;
+enable | disable | unmask | mask) exit 0 ;;
+is-enabled) echo enabled ;;
+is-active)
+	if running; then echo active; else echo inactive; exit 3; fi
+	;;
+status)
+	if running; then
+		echo "* kubelet.service - kubelet: The Kubernetes Node Agent (cairn sandbox)"
+		echo "     Active: active (running), main PID $(cat "$pf")"
+	else
+		echo "* kubelet.service - kubelet: The Kubernetes Node Agent (cairn sandbox)"
+		echo "     Active: activating (auto-restart) or stopped"
+		exit 3
+	fi
+	;;
+*)
+	echo "systemctl (cairn sandbox): $cmd is not supported" >&2
+	exit 1
+	;;
+esac
+`
+
+// kubeletComponent names a host's kubelet service component (and process).
+func kubeletComponent(host string) string { return "kubelet-" + host }
+
+// kubeletHost is one host's kubelet service, in every namespace of the host
+// (PID included), with the host's own cgroup root.
+type kubeletHost struct {
+	h          Host
+	bin        string // the sh that runs kubeletService
+	nsenter    string
+	cgroupRoot string
+}
+
+func (k *kubeletHost) Name() string { return kubeletComponent(k.h.Name) }
+
+func (k *kubeletHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
+	pid := sb.hostPID(k.h.Name)
+	if pid == 0 {
+		return Probe{}, fmt.Errorf("host %s has no running sshd to enter", k.h.Name)
+	}
+	n := cpNode{name: k.h.Name, ip: k.h.Address, nsPID: pid, nsenter: k.nsenter}
+	// On cgroup v1 (this machine's kind) kubelet v1.35+ starts only when
+	// told to, with the cgroupfs driver: there is no systemd to own the
+	// cgroups. Each kubelet gets its own cgroup root, so that the nodes'
+	// kubepods trees do not meet in the one v1 hierarchy.
+	extra := []string{"--cgroup-driver=cgroupfs", "--cgroup-root=" + k.cgroupRoot}
+	if !cgroupV2() {
+		extra = append(extra, "--fail-cgroupv1=false")
+	}
+	argv := n.wrap(append([]string{k.bin, "-c", kubeletService, "kubelet-service"}, extra...), "--mount", "--pid="+pidNSPath(pid))
+	sb.progress("nodes: starting the kubelet service on %s (cgroup root %s)", k.h.Name, k.cgroupRoot)
+	_, err := sb.spawn(k.Name(), argv, nodeEnv(sb.marker()))
+	return Probe{Kind: ProbeProcess, URL: k.Name()}, err
+}
+
+// nodeEnv is the environment of the hosts' own daemons: a node's PATH, with
+// the host's /usr/local/bin (the sandbox's release) first, and the
+// sandbox's marker, so that Down finds any of them left over.
+func nodeEnv(marker string) []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", marker}
+}
+
+// pidNSPath is the PID namespace a host's processes live in: the children's
+// namespace of its first process (unshare --pid --fork makes it).
+func pidNSPath(pid int) string { return fmt.Sprintf("/proc/%d/ns/pid_for_children", pid) }
+
+// cgroupV2 is true on a unified (cgroup v2 only) machine.
+func cgroupV2() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
+}
+
+// cgroupRootFor is the cgroup root of host in the sandbox in dir: one tree
+// per sandbox, one branch per host.
+func cgroupRootFor(dir, host string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return "/cairn-sandbox-" + hex.EncodeToString(sum[:4]) + "/" + host
+}
+
+// cgroupMounts lists the mounted cgroup hierarchies (v1 controllers, named
+// ones and the unified one) by their mountpoints.
+func cgroupMounts() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && (f[2] == "cgroup" || f[2] == "cgroup2") {
+			out = append(out, f[1])
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// makeCgroupRoot creates root in every hierarchy. A new cpuset cgroup has
+// no CPUs or memory nodes until given its parent's.
+func makeCgroupRoot(root string) error {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		parts := strings.Split(strings.Trim(root, "/"), "/")
+		dir := m
+		for _, p := range parts {
+			parent := dir
+			dir = filepath.Join(dir, p)
+			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("cgroup %s: %w", dir, err)
+			}
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				if b, err := os.ReadFile(filepath.Join(parent, f)); err == nil {
+					if cur, _ := os.ReadFile(filepath.Join(dir, f)); strings.TrimSpace(string(cur)) == "" {
+						if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+							return fmt.Errorf("cgroup %s: %w", filepath.Join(dir, f), err)
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeCgroupTree removes the sandbox's cgroup tree (the first element of
+// a cgroup root) from every hierarchy, deepest first. Only empty cgroups
+// can be removed: it fails while a process of it still runs.
+func removeCgroupTree(root string) error {
+	top := strings.Split(strings.Trim(root, "/"), "/")[0]
+	if top == "" || !strings.HasPrefix(top, "cairn-sandbox-") {
+		return nil
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		base := filepath.Join(m, top)
+		var dirs []string
+		_ = filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("cgroup %s: %w", dirs[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startKubelets starts the kubelet service on every host (Options.Nodes).
+func (sb *Sandbox) startKubelets(ctx context.Context, pre prereqs) error {
+	inv := sb.Inventory()
+	sh, err := lookTool("sh", "dash")
+	if err != nil {
+		return err
+	}
+	for _, h := range inv.Hosts {
+		root := cgroupRootFor(sb.dir, h.Name)
+		sb.mu.Lock()
+		sb.state.CgroupRoots = append(sb.state.CgroupRoots, root)
+		sb.mu.Unlock()
+		if err := sb.saveState(); err != nil {
+			return err
+		}
+		if err := makeCgroupRoot(root); err != nil {
+			return fmt.Errorf("nodes: %s: %w", h.Name, err)
+		}
+		if err := sb.startComponent(ctx, &kubeletHost{h: h, bin: sh, nsenter: pre.nsenter, cgroupRoot: root}); err != nil {
+			return fmt.Errorf("nodes: %w", err)
+		}
+	}
+	return nil
+}
