@@ -58,12 +58,15 @@ bench: build
 clean:
 	rm -rf bin public
 
-.PHONY: sandbox-bins sandbox sandbox-down
+.PHONY: sandbox-bins sandbox sandbox-nodes sandbox-down
 ## sandbox-bins: build (once, cached) etcd, kube-apiserver and kube-controller-manager
 sandbox-bins:
 	scripts/sandbox-bins.sh
 ## sandbox: start a real cluster and SSH hosts for the bundled runbooks
 sandbox: sandbox-bins
 	$(GO) run ./cmd/cairn sandbox up
+## sandbox-nodes: bare kubeadm-ready nodes instead (containerd, the kubelet service, node images): walk content/kubeadm-ha.md on them
+sandbox-nodes: sandbox-bins
+	$(GO) run ./cmd/cairn sandbox up --nodes
 sandbox-down:
 	$(GO) run ./cmd/cairn sandbox down

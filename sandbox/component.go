@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -325,7 +327,7 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 		}
 		return probeDial(ctx, "tcp", p.URL)
 	case ProbeUnix:
-		return probeDial(ctx, "unix", p.URL)
+		return probeUnix(ctx, p.URL)
 	case ProbeProcess:
 		return sb.procsAlive(p.URL)
 	}
@@ -334,6 +336,21 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 
 // probeHTTP GETs url, never through a proxy, and wants 200 and want in the
 // first bytes of the body.
+// probeUnix dials the unix socket at path. A socket address holds at most
+// 107 bytes, and a state directory under a long test temp dir makes longer
+// paths: those are dialled through a descriptor of their directory.
+func probeUnix(ctx context.Context, path string) error {
+	if len(path) < 100 {
+		return probeDial(ctx, "unix", path)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return probeDial(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), filepath.Base(path)))
+}
+
 // probeDial wants a connection to addr accepted.
 func probeDial(ctx context.Context, network, addr string) error {
 	var d net.Dialer

@@ -36,14 +36,18 @@ const (
 // 10-kubeadm.conf drop-in) as a shell loop: while the service is wanted it
 // runs kubelet with kubeadm's flags and files and starts it again after it
 // exits (Restart=always), and it stops kubelet when the service is
-// stopped. Before `kubeadm init` or `join` there is no config.yaml and
-// kubelet exits at once, as on a fresh node. $1.. are KUBELET_EXTRA_ARGS
-// (what /etc/default/kubelet holds on a Debian node).
+// stopped. Before `kubeadm init` or `join` writes config.yaml it waits
+// (where a fresh node's kubelet would exit at once and be restarted).
+// $1.. are KUBELET_EXTRA_ARGS (what /etc/default/kubelet holds on a Debian
+// node).
 const kubeletService = `st=` + kubeletStateFile + ` rs=` + kubeletRestartFile + ` pf=` + kubeletPIDFile + `
 trap 'kill $k 2>/dev/null; wait $k 2>/dev/null; rm -f "$pf"; exit 0' TERM INT
 k=
 while :; do
-	if [ "$(cat "$st" 2>/dev/null)" != stop ]; then
+	# Without kubeadm's config.yaml kubelet would exit at once (a fresh
+	# node's unit restarts it every 10s); waiting for the file instead
+	# spares two cores seven useless starts every few seconds.
+	if [ "$(cat "$st" 2>/dev/null)" != stop ] && [ -f /var/lib/kubelet/config.yaml ]; then
 		rm -f "$rs"
 		KUBELET_KUBEADM_ARGS=
 		[ -f /var/lib/kubelet/kubeadm-flags.env ] && . /var/lib/kubelet/kubeadm-flags.env
@@ -178,12 +182,15 @@ func cgroupV2() bool {
 	return err == nil
 }
 
-// cgroupRootFor is the cgroup root of host in the sandbox in dir: one tree
-// per sandbox, one branch per host.
-func cgroupRootFor(dir, host string) string {
+// CgroupTree is the cgroup (in every hierarchy) under which the nodes of
+// the sandbox in dir have their cgroup roots, one per host.
+func CgroupTree(dir string) string {
 	sum := sha256.Sum256([]byte(dir))
-	return "/cairn-sandbox-" + hex.EncodeToString(sum[:4]) + "/" + host
+	return "/cairn-sandbox-" + hex.EncodeToString(sum[:4])
 }
+
+// cgroupRootFor is the kubelet's cgroup root on host.
+func cgroupRootFor(dir, host string) string { return CgroupTree(dir) + "/" + host }
 
 // cgroupMounts lists the mounted cgroup hierarchies (v1 controllers, named
 // ones and the unified one) by their mountpoints.

@@ -504,7 +504,9 @@ func (sb *Sandbox) startHost(ctx context.Context, s *sshHost) error {
 			if err := os.MkdirAll(cg, 0o700); err != nil {
 				return err
 			}
-			argv = []string{pre.unshare, "--net", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private", "--",
+			// --kill-child: if unshare dies (the test binary's
+			// Pdeathsig), the node's init and so the whole node die too.
+			argv = []string{pre.unshare, "--net", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private", "--",
 				pre.tini, "--", "/bin/sh", "-c", nodeInit(cg) + hostInit, h.Name, pre.mount}
 		}
 		for _, d := range s.dirs {

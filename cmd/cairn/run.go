@@ -150,7 +150,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		if r.Where != "" && b.Target == runbook.TargetSSH {
 			fmt.Fprintf(m.Stdout, "  on %s\n", r.Where)
 		}
-		rec := r.Execute(ctx, &termSink{w: m.Stdout, multi: len(r.Job.Hosts) > 1})
+		sink := &termSink{w: m.Stdout, multi: len(r.Job.Hosts) > 1}
+		rec := r.Execute(ctx, sink)
+		sink.endLines()
 		switch rec.Status {
 		case executor.StatusVerified:
 			verified++
@@ -331,6 +333,19 @@ func (s *termSink) Output(host string, p []byte) {
 		}
 		io.WriteString(s.w, line)
 		s.bol[host] = !strings.HasSuffix(line, "\n")
+	}
+}
+
+// endLines ends any output line left open (output without a final
+// newline, like curl's "ok"), so that the block's outcome starts a line.
+func (s *termSink) endLines() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h, mid := range s.bol {
+		if mid {
+			io.WriteString(s.w, "\n")
+			s.bol[h] = false
+		}
 	}
 }
 

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/sandbox"
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+)
+
+// nodeBins are what the node images are made of (scripts/sandbox-bins.sh).
+var nodeBins = []string{"kube-scheduler", "kube-proxy", "coredns", "pause", "etcd-v3.7.0"}
+
+// TestBundledKubeadmOnNodes runs content/kubeadm-ha.md from its first block
+// to its last with `cairn run --yes` on sandbox nodes (cp0-cp2, w0; the
+// etcd0-2 hosts for external etcd), once per way through it: stacked etcd
+// with --upload-certs, external etcd with --upload-certs, and stacked etcd
+// with the certificates copied by Cairn (CERT_DISTRIBUTION=copy). Every
+// block that runs, runs against real components: kubeadm init and join,
+// kubelet, containerd and runc, the control plane's static pods, etcd
+// members, kube-proxy and CoreDNS from the images the runbook's air-gapped
+// recipe imports, the bridge CNI the runbook writes, haproxy in front.
+// What the test itself does is start and stop the sandbox, and read the
+// cluster afterwards.
+func TestBundledKubeadmOnNodes(t *testing.T) {
+	needSandboxBins(t, nodeBins...)
+	if os.Geteuid() != 0 {
+		t.Skip("sandbox nodes need root (network, mount and PID namespaces)")
+	}
+	for _, tool := range []string{"containerd", "runc", "tini", "haproxy", "nc", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if testrig.InCI() {
+				t.Fatalf("%s not installed (scripts/ci-deps.sh installs it)", tool)
+			}
+			t.Skipf("%s not installed (scripts/ci-deps.sh)", tool)
+		}
+	}
+	for _, tc := range []struct {
+		name, topo, dist string
+		etcdHosts        int
+	}{
+		{"stacked-upload", "stacked", "upload", 0},
+		{"external-upload", "external", "upload", 3},
+		{"stacked-copy", "stacked", "copy", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runKubeadmOnNodes(t, tc.topo, tc.dist, tc.etcdHosts)
+		})
+	}
+}
+
+func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
+	start := time.Now()
+	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
+	dir := t.TempDir()
+	sbDir := filepath.Join(dir, "sb")
+	sb, err := sandbox.Up(ctxFor(t, 3*time.Minute), sandbox.Options{StateDir: sbDir, DieWithParent: true, Nodes: true,
+		EtcdHosts: etcdHosts, Progress: func(m string) { t.Log(m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = sb.Down(context.Background())
+		}
+	})
+	phase("sandbox up", start)
+	inv, lb := sb.Inventory(), sb.LoadBalancer()
+
+	params := map[string]string{
+		"ETCD_TOPOLOGY": topo, "CERT_DISTRIBUTION": dist,
+		"LOAD_BALANCER_DNS": lb.Name, "LOAD_BALANCER_PORT": strconv.Itoa(lb.Port),
+		"FIRST_CP": "cp0", "CONTROL_PLANE_HOSTS": "cp1 cp2", "WORKER_HOSTS": "w0",
+		"IMAGE_SOURCE": "archive", "IMAGE_ARCHIVE_DIR": inv.ImagesDir,
+		"PREFLIGHT_IGNORE": "SystemVerification", "CNI_PLUGIN": "bridge", "POD_NETWORK_CIDR": "10.244.0.0/16",
+	}
+	args := []string{"run", filepath.Join("..", "..", "content", "kubeadm-ha.md"), "--yes", "--sandbox", "no",
+		"--kubeconfig", filepath.Join(dir, "no-kubeconfig"),
+		"--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts, "--identity", inv.IdentityFile,
+		"--journal", filepath.Join(dir, "journal.jsonl")}
+	for k, v := range params {
+		args = append(args, "--param", k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	runStart := time.Now()
+	err = m.Run(ctx, args)
+	phase("cairn run kubeadm-ha", runStart)
+	if err != nil {
+		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	t.Logf("cairn run output:\n%s", stdout.String())
+
+	// Every block that ran is verified, and the ones this way through the
+	// runbook needs did run.
+	rb := parseBundled(t, "kubeadm-ha.md")
+	ran := map[string]bool{}
+	for _, o := range outcomes(stdout.String()) {
+		id, status, _ := strings.Cut(o, " ")
+		if status != "✓ verified" {
+			t.Errorf("block %s: %s", id, status)
+		}
+		ran[id] = true
+	}
+	init := map[string]string{"stacked/upload": "init-stacked", "stacked/copy": "init-stacked-no-upload", "external/upload": "init-external"}[topo+"/"+dist]
+	join := map[string]string{"upload": "join-control-plane-upload", "copy": "join-control-plane-manual"}[dist]
+	want := []string{"check-versions-first-cp", "import-images-first-cp", "import-images-other-cp", "import-images-workers",
+		"check-lb", init, "check-lb-readyz", "install-bridge-cni-first-cp", "wait-first-node-ready", "check-kube-system",
+		join, "install-bridge-cni-other-cp", "check-control-plane-count", "join-workers-run", "install-bridge-cni-workers",
+		"check-all-nodes-ready", "final-check-lb"}
+	switch {
+	case topo == "stacked":
+		want = append(want, "check-stacked-etcd")
+	default:
+		want = append(want, "check-etcd-certs", "prepare-first-cp-pki", "copy-etcd-certs", "check-etcd-health", "write-kubeadm-config")
+	}
+	if dist == "copy" {
+		want = append(want, "prepare-pki-dirs", "copy-shared-certs", "move-certs", "secure-copied-keys")
+		if topo == "stacked" {
+			want = append(want, "copy-etcd-ca-key", "move-etcd-ca-key")
+		}
+	}
+	for _, id := range want {
+		if !ran[id] {
+			t.Errorf("block %s did not run", id)
+		}
+	}
+	executable := 0
+	for _, b := range rb.Blocks {
+		if b.Executable() && b.Target != runbook.TargetManual {
+			executable++
+		}
+	}
+	t.Logf("%s/%s: %d blocks ran for real (all verified) of %d executable non-manual blocks in the runbook", topo, dist, len(ran), executable)
+
+	// The cluster the runbook built, read from cp0.
+	kc := func(args string) string {
+		out, err := exec.Command("ssh", "-F", inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf "+args).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	nodes := kc("get nodes --no-headers")
+	for _, n := range []string{"cp0", "cp1", "cp2", "w0"} {
+		if !regexp.MustCompile(`(?m)^` + n + `\s+Ready\s`).MatchString(nodes) {
+			t.Errorf("node %s not Ready:\n%s", n, nodes)
+		}
+	}
+	pods := kc("get pods -n kube-system -o wide --no-headers")
+	wantPods := map[string]int{"kube-apiserver-": 3, "kube-controller-manager-": 3, "kube-scheduler-": 3, "kube-proxy-": 4, "coredns-": 2}
+	if topo == "stacked" {
+		wantPods["etcd-"] = 3
+	}
+	for prefix, n := range wantPods {
+		got := len(regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(prefix)+`\S+\s+1/1\s+Running\s`).FindAllString(pods, -1))
+		if got != n {
+			t.Errorf("%d %s* pods Running and ready, want %d:\n%s", got, prefix, n, pods)
+		}
+	}
+	if topo == "external" && strings.Contains(pods, "etcd-cp") {
+		t.Errorf("external etcd, yet an etcd static pod runs on a control-plane node:\n%s", pods)
+	}
+	// The images came from the archives, never from a registry.
+	if out := kc("get events -A --field-selector reason=Pulling --no-headers"); strings.TrimSpace(out) != "" && !strings.Contains(out, "No resources found") {
+		t.Errorf("kubelet pulled images:\n%s", out)
+	}
+
+	// Tear-down leaves nothing behind: no process of a node, no cgroup, no
+	// mount, no state.
+	downStart := time.Now()
+	if err := sb.Down(ctxFor(t, 2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	phase("sandbox down", downStart)
+	assertNodesGone(t, sbDir, sandbox.CgroupTree(sbDir))
+	phase("total", start)
+}
+
+// assertNodesGone fails if anything of the node sandbox in dir is left:
+// a process of a node (a container's included), a mount, a cgroup.
+func assertNodesGone(t *testing.T, dir, cgroupTree string) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		c := strings.ReplaceAll(string(cmd), "\x00", " ")
+		if strings.Contains(c, dir) {
+			t.Errorf("left running: pid %d %s", pid, c)
+		}
+		if cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); strings.Contains(string(cg), cgroupTree+"/") {
+			t.Errorf("left in a node's cgroup: pid %d %s", pid, c)
+		}
+	}
+	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), dir) {
+		t.Errorf("mounts of %s left", dir)
+	}
+	if left, _ := filepath.Glob("/sys/fs/cgroup/*" + cgroupTree); len(left) > 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("%s left", dir)
+	}
+}
+
+// parseBundled parses a bundled runbook.
+func parseBundled(t *testing.T, file string) *runbook.Runbook {
+	t.Helper()
+	path := filepath.Join("..", "..", "content", file)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := runbook.Parse(path, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rb
+}

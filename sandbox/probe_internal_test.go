@@ -1,0 +1,53 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProbeUnixLongPath: a socket whose path is longer than a socket
+// address can hold (a state directory under a long test temp dir) is still
+// probed, and a missing one still fails.
+func TestProbeUnixLongPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 40))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "containerd.sock")
+	if len(path) <= 108 {
+		t.Fatalf("path %d bytes: not long enough to test", len(path))
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/containerd.sock", d.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := probeUnix(ctx, path); err != nil {
+		t.Errorf("probe of a listening socket at a %d-byte path: %v", len(path), err)
+	}
+	if err := probeUnix(ctx, filepath.Join(dir, "none.sock")); err == nil {
+		t.Error("probe of a missing socket passed")
+	}
+}
