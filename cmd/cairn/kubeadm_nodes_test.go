@@ -128,9 +128,9 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 		want = append(want, "check-etcd-certs", "prepare-first-cp-pki", "copy-etcd-certs", "check-etcd-health", "write-kubeadm-config")
 	}
 	if dist == "copy" {
-		want = append(want, "prepare-pki-dirs", "copy-shared-certs", "move-certs", "secure-copied-keys")
+		want = append(want, "prepare-pki-dirs", "copy-shared-certs", "secure-copied-keys")
 		if topo == "stacked" {
-			want = append(want, "copy-etcd-ca-key", "move-etcd-ca-key")
+			want = append(want, "copy-etcd-ca-key")
 		}
 	}
 	for _, id := range want {
@@ -160,17 +160,36 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 			t.Errorf("node %s not Ready:\n%s", n, nodes)
 		}
 	}
-	pods := kc("get pods -n kube-system -o wide --no-headers")
+	// The runbook's last checks are about nodes; the kube-system pods of
+	// the nodes that joined last are still starting then. Every one of
+	// them must come up: the control plane on each control-plane node,
+	// kube-proxy on every node, CoreDNS.
 	wantPods := map[string]int{"kube-apiserver-": 3, "kube-controller-manager-": 3, "kube-scheduler-": 3, "kube-proxy-": 4, "coredns-": 2}
 	if topo == "stacked" {
 		wantPods["etcd-"] = 3
 	}
-	for prefix, n := range wantPods {
-		got := len(regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(prefix)+`\S+\s+1/1\s+Running\s`).FindAllString(pods, -1))
-		if got != n {
-			t.Errorf("%d %s* pods Running and ready, want %d:\n%s", got, prefix, n, pods)
+	var pods string
+	var short []string
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		pods = kc("get pods -n kube-system -o wide --no-headers")
+		short = nil
+		for prefix, n := range wantPods {
+			got := len(regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(prefix)+`\S+\s+1/1\s+Running\s`).FindAllString(pods, -1))
+			if got != n {
+				short = append(short, fmt.Sprintf("%d %s* pods Running and ready, want %d", got, prefix, n))
+			}
 		}
+		if len(short) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Second)
 	}
+	if len(short) > 0 {
+		t.Errorf("3 minutes after the run: %s:\n%s\n%s", strings.Join(short, "; "), pods,
+			kc("get events -n kube-system --field-selector type=Warning"))
+	}
+	phase("kube-system pods ready", runStart)
 	if topo == "external" && strings.Contains(pods, "etcd-cp") {
 		t.Errorf("external etcd, yet an etcd static pod runs on a control-plane node:\n%s", pods)
 	}
