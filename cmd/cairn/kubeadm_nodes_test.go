@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,12 +53,67 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 	}{
 		{"stacked-upload", "stacked", "upload", 0},
 		{"external-upload", "external", "upload", 3},
-		{"stacked-copy", "stacked", "copy", 0},
+		// The manual certificate paths: scp by the person at the
+		// terminal (interactive), and Cairn's own copy.
+		{"stacked-scp", "stacked", "scp", 0},
+		{"external-copy", "external", "copy", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runKubeadmOnNodes(t, tc.topo, tc.dist, tc.etcdHosts)
 		})
 	}
+}
+
+// terminal is the person at `cairn run`'s terminal: it answers every
+// confirmation with y and, at a manual step, does what the step says (do)
+// before pressing Enter.
+type terminal struct {
+	mu      sync.Mutex
+	out     bytes.Buffer
+	seen    int
+	block   string
+	answers *io.PipeWriter
+	do      func(block string) error
+	errs    []error
+}
+
+var promptRE = regexp.MustCompile(`(?m)^\[\d+/\d+\] (\S+)|press Enter when done|Run it\? \[y/N\] `)
+
+func (tm *terminal) Write(p []byte) (int, error) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	tm.out.Write(p)
+	for {
+		rest := tm.out.Bytes()[tm.seen:]
+		loc := promptRE.FindSubmatchIndex(rest)
+		if loc == nil {
+			break
+		}
+		tm.seen += loc[1]
+		switch m := string(rest[loc[0]:loc[1]]); {
+		case loc[2] >= 0:
+			tm.block = string(rest[loc[2]:loc[3]])
+		case strings.HasPrefix(m, "press Enter"):
+			// cairn run reads the answer after this write returns.
+			go func(block string) {
+				if err := tm.do(block); err != nil {
+					tm.mu.Lock()
+					tm.errs = append(tm.errs, fmt.Errorf("manual step %s: %w", block, err))
+					tm.mu.Unlock()
+				}
+				_, _ = tm.answers.Write([]byte("\n"))
+			}(tm.block)
+		default:
+			go func() { _, _ = tm.answers.Write([]byte("y\n")) }()
+		}
+	}
+	return len(p), nil
+}
+
+func (tm *terminal) String() string {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.out.String()
 }
 
 func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
@@ -84,29 +141,57 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 		"FIRST_CP": "cp0", "CONTROL_PLANE_HOSTS": "cp1 cp2", "WORKER_HOSTS": "w0",
 		"IMAGE_SOURCE": "archive", "IMAGE_ARCHIVE_DIR": inv.ImagesDir,
 		"PREFLIGHT_IGNORE": "SystemVerification", "CNI_PLUGIN": "bridge", "POD_NETWORK_CIDR": "10.244.0.0/16",
+		"COPY_USER": inv.User,
 	}
-	args := []string{"run", filepath.Join("..", "..", "content", "kubeadm-ha.md"), "--yes", "--sandbox", "no",
+	if dist == "upload" {
+		// The refresh blocks too: a new token and certificate key before
+		// the joins (what a reader does after the 2-hour key expired).
+		params["REFRESH_JOIN"] = "true"
+	}
+	args := []string{"run", filepath.Join("..", "..", "content", "kubeadm-ha.md"), "--sandbox", "no",
 		"--kubeconfig", filepath.Join(dir, "no-kubeconfig"),
 		"--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts, "--identity", inv.IdentityFile,
 		"--journal", filepath.Join(dir, "journal.jsonl")}
 	for k, v := range params {
 		args = append(args, "--param", k+"="+v)
 	}
-	var stdout, stderr bytes.Buffer
-	m := &Main{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}
+	var stderr bytes.Buffer
+	rb := parseBundled(t, "kubeadm-ha.md")
+	stdin, answers := io.Pipe()
+	defer answers.Close()
+	var adminEnv []string
+	stdout := &terminal{answers: answers, do: func(block string) error {
+		// The load balancer, the etcd cluster and the agent are the
+		// sandbox's; the certificate copies are the person's to make.
+		switch block {
+		case "ssh-agent-session":
+			adminEnv = startAdminAgent(t, inv.IdentityFile)
+		case "scp-certs", "scp-etcd-ca-key", "scp-etcd-client-cert":
+			out, err := runAsAdmin(ctxFor(t, time.Minute), inv, adminEnv, "cp0", rb.BlockByID(block).Content, params)
+			t.Logf("the person at the terminal ran %s on cp0:\n%s", block, out)
+			return err
+		}
+		return nil
+	}}
+	if dist != "scp" {
+		args = append(args, "--yes")
+	}
+	m := &Main{Stdin: stdin, Stdout: stdout, Stderr: &stderr}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	runStart := time.Now()
 	err = m.Run(ctx, args)
 	phase("cairn run kubeadm-ha", runStart)
 	if err != nil {
-		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout, stderr.String())
 	}
 	t.Logf("cairn run output:\n%s", stdout.String())
 
+	for _, e := range stdout.errs {
+		t.Error(e)
+	}
 	// Every block that ran is verified, and the ones this way through the
 	// runbook needs did run.
-	rb := parseBundled(t, "kubeadm-ha.md")
 	ran := map[string]bool{}
 	for _, o := range outcomes(stdout.String()) {
 		id, status, _ := strings.Cut(o, " ")
@@ -115,8 +200,11 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 		}
 		ran[id] = true
 	}
-	init := map[string]string{"stacked/upload": "init-stacked", "stacked/copy": "init-stacked-no-upload", "external/upload": "init-external"}[topo+"/"+dist]
-	join := map[string]string{"upload": "join-control-plane-upload", "copy": "join-control-plane-manual"}[dist]
+	init := map[string]string{"stacked": "init-stacked", "external": "init-external"}[topo]
+	join := "join-control-plane-upload"
+	if dist != "upload" {
+		init, join = init+"-no-upload", "join-control-plane-manual"
+	}
 	want := []string{"check-versions-first-cp", "import-images-first-cp", "import-images-other-cp", "import-images-workers",
 		"check-lb", init, "check-lb-readyz", "install-bridge-cni-first-cp", "wait-first-node-ready", "check-kube-system",
 		join, "install-bridge-cni-other-cp", "check-control-plane-count", "join-workers-run", "install-bridge-cni-workers",
@@ -127,11 +215,15 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 	default:
 		want = append(want, "check-etcd-certs", "prepare-first-cp-pki", "copy-etcd-certs", "check-etcd-health", "write-kubeadm-config")
 	}
-	if dist == "copy" {
-		want = append(want, "prepare-pki-dirs", "copy-shared-certs", "secure-copied-keys")
-		if topo == "stacked" {
-			want = append(want, "copy-etcd-ca-key")
-		}
+	switch dist {
+	case "upload":
+		want = append(want, "refresh-token", "refresh-cert-key-"+topo)
+	case "copy":
+		want = append(want, "prepare-pki-dirs", "copy-shared-certs", "secure-copied-keys",
+			map[string]string{"stacked": "copy-etcd-ca-key", "external": "copy-etcd-client-cert"}[topo])
+	case "scp":
+		want = append(want, "move-certs", "secure-copied-keys",
+			map[string]string{"stacked": "move-etcd-ca-key", "external": "move-etcd-client-cert"}[topo])
 	}
 	for _, id := range want {
 		if !ran[id] {

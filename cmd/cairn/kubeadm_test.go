@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -406,24 +407,7 @@ func TestBundledKubeadmScpCerts(t *testing.T) {
 	t.Cleanup(clean)
 	homeBefore := pathState(t, s.Inventory.Home)
 
-	// The administrator's agent: a real ssh-agent on its own socket,
-	// killed at the end.
-	agentDir := t.TempDir()
-	sock := filepath.Join(agentDir, "agent.sock")
-	agent := exec.Command("ssh-agent", "-D", "-a", sock)
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
-	env := append(os.Environ(), "SSH_AUTH_SOCK="+sock)
-	if !waitForFile(sock, 5*time.Second) {
-		t.Fatal("ssh-agent made no socket")
-	}
-	add := exec.Command("ssh-add", s.Inventory.IdentityFile)
-	add.Env = env
-	if out, err := add.CombinedOutput(); err != nil {
-		t.Fatalf("ssh-add: %v\n%s", err, out)
-	}
+	env := startAdminAgent(t, s.Inventory.IdentityFile)
 
 	// asAdmin runs the manual block id's text in a root shell on cp0 reached
 	// with ssh -A, the runbook's parameters in its environment.
@@ -433,21 +417,11 @@ func TestBundledKubeadmScpCerts(t *testing.T) {
 		if blk == nil || blk.Target != runbook.TargetManual {
 			t.Fatalf("%s: no manual block", id)
 		}
-		var script strings.Builder
-		script.WriteString("set -e\n")
-		for _, k := range []string{"CONTROL_PLANE_HOSTS", "COPY_USER", "ETCD_TOPOLOGY"} {
-			fmt.Fprintf(&script, "export %s=%s\n", k, shellQuote(b.params[k]))
-		}
-		script.WriteString(blk.Content)
-		ctx := ctxFor(t, time.Minute)
-		cmd := exec.CommandContext(ctx, "ssh", "-A", "-F", s.Inventory.SSHConfig, r.cp0, "sudo -E -s")
-		cmd.Env = env
-		cmd.Stdin = strings.NewReader(script.String())
-		out, err := cmd.CombinedOutput()
+		out, err := runAsAdmin(ctxFor(t, time.Minute), s.Inventory, env, r.cp0, blk.Content, b.params)
 		if err != nil {
 			t.Fatalf("%s on %s: %v\n%s", id, r.cp0, err, out)
 		}
-		return string(out)
+		return out
 	}
 
 	src := fileStates(t, s, r.cp0, append(append(slices.Clone(sharedCerts), etcdCAKey), etcdClient...))
@@ -498,6 +472,46 @@ func TestBundledKubeadmScpCerts(t *testing.T) {
 	if got := pathState(t, s.Inventory.Home); got != homeBefore {
 		t.Errorf("this machine's %s changed: %s, was %s", s.Inventory.Home, got, homeBefore)
 	}
+}
+
+// startAdminAgent starts the administrator's ssh-agent (a real one, on its
+// own socket, killed at the end) holding the key identity, and returns the
+// environment that reaches it.
+func startAdminAgent(t *testing.T, identity string) []string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	agent := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	env := append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if !waitForFile(sock, 5*time.Second) {
+		t.Fatal("ssh-agent made no socket")
+	}
+	add := exec.Command("ssh-add", identity)
+	add.Env = env
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v\n%s", err, out)
+	}
+	return env
+}
+
+// runAsAdmin runs script in a root shell on host reached with ssh -A (the
+// agent in env forwarded, as the kubeadm runbook's scp path has the
+// administrator do), with the scp path's parameters exported.
+func runAsAdmin(ctx context.Context, inv *sandbox.Inventory, env []string, host, script string, params map[string]string) (string, error) {
+	var b strings.Builder
+	b.WriteString("set -e\n")
+	for _, k := range []string{"CONTROL_PLANE_HOSTS", "COPY_USER", "ETCD_TOPOLOGY"} {
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(params[k]))
+	}
+	b.WriteString(script)
+	cmd := exec.CommandContext(ctx, "ssh", "-A", "-F", inv.SSHConfig, host, "sudo -E -s")
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(b.String())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 func waitForFile(path string, limit time.Duration) bool {
