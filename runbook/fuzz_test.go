@@ -72,12 +72,18 @@ func FuzzParseCond(f *testing.F) {
 
 func FuzzShellRefs(f *testing.F) {
 	f.Add("echo $A ${B:-x} '$C' <<'E'\n$D\nE\n")
+	f.Add("cat <<E\n$A ${B}\nE\necho \"$A\" <<< $B")
 	f.Fuzz(func(t *testing.T, s string) {
 		refs, _ := shellRefs(s)
 		for _, r := range refs {
 			if r.Off < 0 || r.Off >= len(s) || s[r.Off] != '$' {
 				t.Fatalf("bad ref %+v", r)
 			}
+		}
+		// Filling in values never loses the text around the references.
+		got := ShowShell(s, map[string]string{"A": "x y", "B": ""})
+		if refs == nil && got != s {
+			t.Fatalf("ShowShell changed a script without references: %q -> %q", s, got)
 		}
 	})
 }

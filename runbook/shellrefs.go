@@ -29,7 +29,7 @@ func shellRefs(src string) (refs []shellRef, assigned map[string]bool) {
 	assigned = map[string]bool{}
 	inDouble := false
 	wordStart := true
-	var heredocs []string // pending quoted-heredoc delimiters
+	var heredocs []heredoc // pending heredocs, in order
 	prevWord, prevPrevWord := "", ""
 	for i := 0; i < len(src); i++ {
 		c := src[i]
@@ -37,7 +37,9 @@ func shellRefs(src string) (refs []shellRef, assigned map[string]bool) {
 		case c == '\n':
 			wordStart = true
 			if len(heredocs) > 0 {
-				i = skipHeredocs(src, i+1, heredocs) - 1
+				end, docRefs := scanHeredocs(src, i+1, heredocs)
+				refs = append(refs, docRefs...)
+				i = end - 1
 				heredocs = nil
 			}
 			continue
@@ -65,11 +67,20 @@ func shellRefs(src string) (refs []shellRef, assigned map[string]bool) {
 			continue
 		case c == '<' && !inDouble && strings.HasPrefix(src[i:], "<<"):
 			rest := strings.TrimLeft(src[i+2:], "-~ \t")
-			if len(rest) > 0 && (rest[0] == '\'' || rest[0] == '"') {
+			switch {
+			case strings.HasPrefix(src[i:], "<<<"):
+				// a here-string, not a heredoc
+			case len(rest) > 0 && (rest[0] == '\'' || rest[0] == '"'):
 				q := rest[0]
 				if k := strings.IndexByte(rest[1:], q); k > 0 {
-					heredocs = append(heredocs, rest[1:1+k])
+					heredocs = append(heredocs, heredoc{delim: rest[1 : 1+k], quoted: true})
 				}
+			case len(rest) > 0 && (isNameStart(rest[0]) || rest[0] >= '0' && rest[0] <= '9'):
+				k := 0
+				for k < len(rest) && (isNameStart(rest[k]) || rest[k] >= '0' && rest[k] <= '9') {
+					k++
+				}
+				heredocs = append(heredocs, heredoc{delim: rest[:k]})
 			}
 		case c == '$' && i+1 < len(src):
 			j := i + 1
@@ -85,7 +96,11 @@ func shellRefs(src string) (refs []shellRef, assigned map[string]bool) {
 			}
 			name := src[j:k]
 			if name != "" && name[0] >= 'A' && name[0] <= 'Z' && name == strings.ToUpper(name) {
-				refs = append(refs, shellRef{Name: name, Off: i})
+				ctx := byte(0)
+				if inDouble {
+					ctx = '"'
+				}
+				refs = append(refs, shellRef{Name: name, Off: i, Ctx: ctx})
 			}
 			wordStart = false
 			i = k - 1
@@ -134,6 +149,16 @@ func shellRefs(src string) (refs []shellRef, assigned map[string]bool) {
 type shellRef struct {
 	Name string
 	Off  int
+	// Ctx is where the reference stands: 0 bare, '"' inside double
+	// quotes, 'h' in the body of an unquoted heredoc.
+	Ctx byte
+}
+
+// heredoc is a pending heredoc: its delimiter, and whether it was quoted
+// (<<'EOF': its body expands nothing).
+type heredoc struct {
+	delim  string
+	quoted bool
 }
 
 // bodyRefs finds ${NAME} references in a non-shell body (manifests, copy
@@ -189,19 +214,67 @@ func Substitute(src string, values map[string]string, bracedOnly bool) string {
 	return b.String()
 }
 
-// skipHeredocs returns the offset just past the lines of the pending quoted
-// heredocs that start at off, each ended by a line equal to its delimiter.
-func skipHeredocs(src string, off int, delims []string) int {
-	for _, delim := range delims {
+// scanHeredocs returns the offset just past the bodies of the pending
+// heredocs that start at off, each ended by a line equal to its delimiter,
+// and the references in the bodies of unquoted ones (which the shell
+// expands; quoted ones expand nothing).
+func scanHeredocs(src string, off int, docs []heredoc) (int, []shellRef) {
+	var refs []shellRef
+	for _, d := range docs {
 		for off < len(src) {
 			line, _, _ := strings.Cut(src[off:], "\n")
-			off += len(line) + 1
-			if strings.TrimLeft(line, "\t") == delim {
+			if strings.TrimLeft(line, "\t") == d.delim {
+				off += len(line) + 1
 				break
 			}
+			if !d.quoted {
+				for _, r := range bodyRefs(line, false) {
+					refs = append(refs, shellRef{Name: r.Name, Off: off + r.Off, Ctx: 'h'})
+				}
+			}
+			off += len(line) + 1
 		}
 	}
-	return min(off, len(src))
+	return min(off, len(src)), refs
+}
+
+// ShowShell fills values into a bash script for a person to read or paste:
+// each $NAME or ${NAME} the shell would expand becomes its value, quoted
+// for where it stands: a shell word outside quotes, escaped for double
+// quotes inside them, as it is in an unquoted heredoc's body. References
+// the shell would not expand (single quotes, comments, quoted heredocs),
+// names without a value and ${NAME...} forms with operators stay as written.
+func ShowShell(src string, values map[string]string) string {
+	refs, _ := shellRefs(src)
+	var b strings.Builder
+	last := 0
+	for _, r := range refs {
+		v, ok := values[r.Name]
+		if !ok || r.Off < last {
+			continue
+		}
+		var end int
+		switch rest := src[r.Off:]; {
+		case strings.HasPrefix(rest, "${"+r.Name+"}"):
+			end = r.Off + len(r.Name) + 3
+		case strings.HasPrefix(rest, "$"+r.Name):
+			end = r.Off + 1 + len(r.Name)
+		default: // ${NAME:-...} and the like: the shell's to expand
+			continue
+		}
+		b.WriteString(src[last:r.Off])
+		switch {
+		case r.Ctx == '"':
+			b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(v))
+		case r.Ctx == 'h' || v == "":
+			b.WriteString(v)
+		default:
+			b.WriteString(ShellWord(v))
+		}
+		last = end
+	}
+	b.WriteString(src[last:])
+	return b.String()
 }
 
 // Ref is a parameter reference in text: src[Start:End] is $NAME or ${NAME}.

@@ -77,7 +77,9 @@ type terminal struct {
 	errs    []error
 }
 
-var promptRE = regexp.MustCompile(`(?m)^\[\d+/\d+\] (\S+)|press Enter when done|Run it\? \[y/N\] `)
+// promptRE finds block headers (also right after a manual step's prompt:
+// the answer's newline is not echoed) and the two prompts.
+var promptRE = regexp.MustCompile(`(?m)(?:^|stops\) )\[\d+/\d+\] (\S+)|press Enter when done|Run it\? \[y/N\] `)
 
 func (tm *terminal) Write(p []byte) (int, error) {
 	tm.mu.Lock()

@@ -112,7 +112,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			continue
 		}
 		if b.Target == runbook.TargetManual {
-			fmt.Fprintf(m.Stdout, "  manual step, do this by hand:\n%s", indent(shownText(rb, b.Content, values), "    "))
+			fmt.Fprintf(m.Stdout, "  manual step, do this by hand:\n%s", indent(manualShown(rb, b, values), "    "))
 			if !*yes {
 				fmt.Fprint(m.Stdout, "  press Enter when done (Ctrl+C stops) ")
 				if _, err := in.ReadString('\n'); err != nil {
@@ -328,6 +328,14 @@ func (s *termSink) Output(host string, p []byte) {
 		if line == "" {
 			continue
 		}
+		// Another host's line is open: end it, so that each line on the
+		// terminal is one host's (that host's next output starts anew).
+		for h, mid := range s.bol {
+			if mid && h != host {
+				io.WriteString(s.w, "\n")
+				s.bol[h] = false
+			}
+		}
 		if !s.bol[host] {
 			io.WriteString(s.w, pfx)
 		}
@@ -368,6 +376,24 @@ func (s *termSink) Event(ev executor.Event) {
 			fmt.Fprintf(s.w, "  %s: %s\n", ev.Host, ev.Message)
 		}
 	}
+}
+
+// manualShown is a manual step's text with the values filled in, for a
+// person to follow: a shell script (bash, sh) with each value quoted for
+// where it stands, so that it can be pasted as it is; prose with the plain
+// values. Secret values are masked.
+func manualShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
+	shown := map[string]string{}
+	for k, v := range values {
+		if p := rb.ParamByName(k); p != nil && p.Secret {
+			v = executor.Mask
+		}
+		shown[k] = v
+	}
+	if runbook.IsShellLang(b.Lang) {
+		return runbook.ShowShell(b.Content, shown)
+	}
+	return runbook.Substitute(b.Content, shown, false)
 }
 
 // shownText is text with parameter values filled in for a reader to read

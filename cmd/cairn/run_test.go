@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"github.com/cairn-dev/cairn/runbook"
@@ -251,5 +252,20 @@ func TestDocsExamplesCheck(t *testing.T) {
 		if code, out, errOut := run(t, "check", path); code != exitOK {
 			t.Errorf("example %d of docs/runbook-format.md fails check:\n%s%s", i+1, out, errOut)
 		}
+	}
+}
+
+// TestTermSinkEndsOpenLines: output without a final newline (curl's "ok")
+// is ended before the block's outcome is printed, on every host's line.
+func TestTermSinkEndsOpenLines(t *testing.T) {
+	var b bytes.Buffer
+	s := &termSink{w: &b, multi: true}
+	s.Output("cp0", []byte("ok"))
+	s.Output("cp1", []byte("done\n"))
+	s.Output("cp0", []byte("still"))
+	s.endLines()
+	s.endLines() // nothing more to end
+	if got, want := b.String(), "  │ cp0: ok\n  │ cp1: done\n  │ cp0: still\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
