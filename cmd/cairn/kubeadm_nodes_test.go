@@ -77,9 +77,8 @@ type terminal struct {
 	errs    []error
 }
 
-// promptRE finds block headers (also right after a manual step's prompt:
-// the answer's newline is not echoed) and the two prompts.
-var promptRE = regexp.MustCompile(`(?m)(?:^|stops\) )\[\d+/\d+\] (\S+)|press Enter when done|Run it\? \[y/N\] `)
+// promptRE finds block headers and the two prompts.
+var promptRE = regexp.MustCompile(`(?m)^\[\d+/\d+\] (\S+)|press Enter when done|Run it\? \[y/N\] `)
 
 func (tm *terminal) Write(p []byte) (int, error) {
 	tm.mu.Lock()
@@ -103,13 +102,22 @@ func (tm *terminal) Write(p []byte) (int, error) {
 					tm.errs = append(tm.errs, fmt.Errorf("manual step %s: %w", block, err))
 					tm.mu.Unlock()
 				}
-				_, _ = tm.answers.Write([]byte("\n"))
+				tm.answer("\n")
 			}(tm.block)
 		default:
-			go func() { _, _ = tm.answers.Write([]byte("y\n")) }()
+			go tm.answer("y\n")
 		}
 	}
 	return len(p), nil
+}
+
+// answer types a: echoed on the terminal, as a terminal does, then read
+// by cairn run.
+func (tm *terminal) answer(a string) {
+	tm.mu.Lock()
+	tm.out.WriteString(a)
+	tm.mu.Unlock()
+	_, _ = tm.answers.Write([]byte(a))
 }
 
 func (tm *terminal) String() string {
