@@ -282,10 +282,12 @@ func PrivateDirs() []string {
 // NodeDirs are private to each host as well when the hosts are nodes
 // (Options.Nodes): the container runtime's state and configuration, the
 // kubelet's, a stacked etcd member's data, the CNI configuration and its
-// IP allocations, and the pods' logs.
+// IP allocations, the pods' network namespaces (containerd pins each in
+// /run/netns: shared, it would leave an empty file per pod on this
+// machine), and the pods' logs.
 func NodeDirs() []string {
 	return []string{"/var/lib/containerd", "/run/containerd", "/etc/containerd",
-		"/var/lib/kubelet", "/var/lib/etcd", "/etc/cni/net.d", "/var/lib/cni", "/var/log/pods", "/var/log/containers"}
+		"/var/lib/kubelet", "/var/lib/etcd", "/etc/cni/net.d", "/var/lib/cni", "/run/netns", "/var/log/pods", "/var/log/containers"}
 }
 
 func privateDirs(nodes bool) []string {

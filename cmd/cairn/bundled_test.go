@@ -46,15 +46,7 @@ type bundled struct {
 // setupExecutor, its flags pointing at the rig (k or s may be nil).
 func newBundled(t *testing.T, file string, k *testrig.KubeEnv, s *testrig.SSHEnv, params map[string]string) *bundled {
 	t.Helper()
-	path := filepath.Join("..", "..", "content", file)
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb, err := runbook.Parse(path, src)
-	if err != nil {
-		t.Fatalf("parse %s: %v", path, err)
-	}
+	rb := parseBundled(t, file)
 	dir := t.TempDir()
 	f := &execFlags{useSandbox: "no", journal: filepath.Join(dir, "journal.jsonl"), kubeconfig: filepath.Join(dir, "no-kubeconfig")}
 	if k != nil {
@@ -559,4 +551,19 @@ func TestBundledCiliumNoFalseGreens(t *testing.T) {
 			t.Logf("%s: %s: %s", id, rec.Status, strings.Join(rec.Reasons, "; "))
 		}
 	}
+}
+
+// parseBundled parses a bundled runbook.
+func parseBundled(t *testing.T, file string) *runbook.Runbook {
+	t.Helper()
+	path := filepath.Join("..", "..", "content", file)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := runbook.Parse(path, src)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	return rb
 }
