@@ -247,6 +247,9 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.NoKube && opts.NoSSH {
 		return nil, errors.New("sandbox: nothing to start (both NoKube and NoSSH)")
 	}
+	if opts.Nodes && opts.NoSSH {
+		return nil, errors.New("sandbox: nodes are the SSH hosts made ready for kubeadm; --nodes cannot go with --no-ssh")
+	}
 	dir, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: state dir: %w", err)

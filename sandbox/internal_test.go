@@ -51,3 +51,16 @@ func TestProbeUnixLongPath(t *testing.T) {
 		t.Error("probe of a missing socket passed")
 	}
 }
+
+// TestUpRefusesNodesWithoutHosts: nodes are SSH hosts; asking for nodes and
+// no hosts is an error that says so, before anything starts.
+func TestUpRefusesNodesWithoutHosts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sb")
+	_, err := Up(context.Background(), Options{StateDir: dir, Nodes: true, NoSSH: true})
+	if err == nil || !strings.Contains(err.Error(), "--no-ssh") {
+		t.Fatalf("Up(Nodes, NoSSH): %v", err)
+	}
+	if _, serr := os.Stat(dir); serr == nil {
+		t.Errorf("%s made for a refused start", dir)
+	}
+}
