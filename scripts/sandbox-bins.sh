@@ -15,6 +15,10 @@
 # 45 s, kube-controller-manager-n 413 s, cloud-controller-manager 16 s. The
 # Cilium parts, measured cold the same day with their own empty caches:
 # cilium-operator-generic 665 s, helm 325 s (990 s): about 37 min in all.
+# The node images' programs, cold with caches of their own (an upper bound:
+# in one run they share kube-apiserver's): etcd v3.7.0 49 s, CoreDNS 69 s,
+# kube-scheduler 271 s, kube-proxy 24 s, pause under a second: at most
+# 44 min in all.
 #
 # Usage: scripts/sandbox-bins.sh [--core] [--force]
 #   --core   only what `cairn sandbox up` starts (etcd, kube-apiserver,
