@@ -58,11 +58,20 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		{"stacked-scp", "stacked", "scp", 0},
 		{"external-copy", "external", "copy", 3},
 	} {
+		// Two clusters at a time: each run waits on its nodes more than it
+		// computes (about a third of a core), and each sandbox has its own
+		// bridge, namespaces and cgroup tree.
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			nodeRuns <- struct{}{}
+			defer func() { <-nodeRuns }()
 			runKubeadmOnNodes(t, tc.topo, tc.dist, tc.etcdHosts)
 		})
 	}
 }
+
+// nodeRuns bounds the node clusters that run at once.
+var nodeRuns = make(chan struct{}, 2)
 
 // terminal is the person at `cairn run`'s terminal: it answers every
 // confirmation with y and, at a manual step, does what the step says (do)
@@ -300,6 +309,8 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 		t.Errorf("kubelet pulled images:\n%s", out)
 	}
 
+	t.Logf("what the cluster costs at the end of the run: %s", nodesCost(sbDir, sandbox.CgroupTree(sbDir)))
+
 	// Tear-down leaves nothing behind: no process of a node, no cgroup, no
 	// mount, no state.
 	downStart := time.Now()
@@ -345,4 +356,53 @@ func assertNodesGone(t *testing.T, dir, cgroupTree string) {
 	if left, _ := filepath.Glob("/run/netns/cni-*"); len(left) > 0 {
 		t.Errorf("pod network namespaces left in this machine's /run/netns: %v", left)
 	}
+}
+
+// nodesCost sums what the node sandbox in dir costs now: the resident
+// memory and the CPU time of the nodes' own daemons (kubelet, containerd
+// and its shims: the processes carrying the sandbox's marker) and of the
+// pods (the kubelets' cgroup tree, whose CPU count includes exited
+// containers).
+func nodesCost(dir, tree string) string {
+	marker := []byte("CAIRN_SANDBOX_SESSION=" + dir + "\x00")
+	var daemonRSS, podRSS, daemonTicks int64
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		var rss int64
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+				rss, _ = strconv.ParseInt(f[1], 10, 64)
+			}
+		}
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		switch {
+		case strings.Contains(string(cg), tree+"/"):
+			podRSS += rss
+		case bytes.Contains(append(env, 0), marker):
+			daemonRSS += rss
+			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+				if i := bytes.LastIndexByte(st, ')'); i > 0 {
+					if f := strings.Fields(string(st[i+1:])); len(f) > 12 {
+						u, _ := strconv.ParseInt(f[11], 10, 64)
+						s, _ := strconv.ParseInt(f[12], 10, 64)
+						daemonTicks += u + s
+					}
+				}
+			}
+		}
+	}
+	podCPU := "?"
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpuacct" + tree + "/cpuacct.usage"); err == nil {
+		if ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			podCPU = fmt.Sprintf("%.0f s", float64(ns)/1e9)
+		}
+	}
+	return fmt.Sprintf("memory %d MiB resident (pods %d MiB, node daemons %d MiB); CPU: pods %s, node daemons %.0f s (live ones)",
+		(podRSS+daemonRSS)/1024, podRSS/1024, daemonRSS/1024, podCPU, float64(daemonTicks)/100)
 }

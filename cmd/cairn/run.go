@@ -380,9 +380,13 @@ func (s *termSink) Event(ev executor.Event) {
 
 // manualShown is a manual step's text with the values filled in, for a
 // person to follow: a shell script (bash, sh) with each value quoted for
-// where it stands, so that it can be pasted as it is; prose with the plain
-// values. Secret values are masked.
+// where it stands, so that it can be pasted as it is; other text as
+// shownText has it (prose often holds a command, so values that are not
+// plain words are shell-quoted there too). Secret values are masked.
 func manualShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
+	if !runbook.IsShellLang(b.Lang) {
+		return shownText(rb, b.Content, values)
+	}
 	shown := map[string]string{}
 	for k, v := range values {
 		if p := rb.ParamByName(k); p != nil && p.Secret {
@@ -390,10 +394,7 @@ func manualShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string
 		}
 		shown[k] = v
 	}
-	if runbook.IsShellLang(b.Lang) {
-		return runbook.ShowShell(b.Content, shown)
-	}
-	return runbook.Substitute(b.Content, shown, false)
+	return runbook.ShowShell(b.Content, shown)
 }
 
 // shownText is text with parameter values filled in for a reader to read

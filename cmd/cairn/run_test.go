@@ -186,13 +186,18 @@ func TestRunSaysWhatWillHappen(t *testing.T) {
 	path := filepath.Join(dir, "c.md")
 	src := "---\ntitle: c\nparams:\n  - name: NS\n    default: \"a b; rm -rf x\"\n  - name: PW\n    secret: true\n    required: false\n---\n## one {#one}\n\n" +
 		"```text {#by-hand target=manual}\nrun kubectl delete ns ${NS} with $PW\n```\n\n" +
+		"```bash {#paste target=manual}\nfor h in $(echo \"$NS\"); do kubectl delete ns $NS; done\n```\n\n" +
 		"```bash {#danger target=local confirm=\"deletes things\"}\necho \"$NS\"\n```\n"
 	os.WriteFile(path, []byte(src), 0o644)
 	var out, errb strings.Builder
-	m := &Main{Stdin: strings.NewReader("\nn\n"), Stdout: &out, Stderr: &errb}
+	m := &Main{Stdin: strings.NewReader("\n\nn\n"), Stdout: &out, Stderr: &errb}
 	m.Exit(m.Run(context.Background(), []string{"run", path, "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none"), "--journal", filepath.Join(dir, "j.db"), "--param", "PW=s3cret-pw"}))
 	got := out.String()
-	for _, want := range []string{"run kubectl delete ns 'a b; rm -rf x' with ••••", "deletes things\n  where: this machine\n  what:\n    NS='a b; rm -rf x'\n    echo \"$NS\"", "Run it? [y/N]"} {
+	// A manual shell step is shown ready to paste: each value quoted for
+	// where it stands (inside double quotes escaped, elsewhere a quoted
+	// word), never as "'...'".
+	for _, want := range []string{"run kubectl delete ns 'a b; rm -rf x' with ••••",
+		`for h in $(echo "a b; rm -rf x"); do kubectl delete ns 'a b; rm -rf x'; done`, "deletes things\n  where: this machine\n  what:\n    NS='a b; rm -rf x'\n    echo \"$NS\"", "Run it? [y/N]"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
 		}
