@@ -334,8 +334,6 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 	return fmt.Errorf("unknown probe kind %q", p.Kind)
 }
 
-// probeHTTP GETs url, never through a proxy, and wants 200 and want in the
-// first bytes of the body.
 // probeUnix dials the unix socket at path. A socket address holds at most
 // 107 bytes, and a state directory under a long test temp dir makes longer
 // paths: those are dialled through a descriptor of their directory.
@@ -361,6 +359,8 @@ func probeDial(ctx context.Context, network, addr string) error {
 	return c.Close()
 }
 
+// probeHTTP GETs url, never through a proxy, and wants 200 and want in the
+// first bytes of the body.
 func probeHTTP(ctx context.Context, url, want string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -53,19 +53,17 @@ type containerdHost struct {
 func (c *containerdHost) Name() string { return runtimeComponent(c.h.Name) }
 
 func (c *containerdHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
-	pid := sb.hostPID(c.h.Name)
-	if pid == 0 {
-		return Probe{}, fmt.Errorf("host %s has no running sshd to enter", c.h.Name)
+	argv, err := sb.onNode(c.h, c.nsenter, c.bin, "--config", "/etc/containerd/config.toml")
+	if err != nil {
+		return Probe{}, err
 	}
 	if err := os.WriteFile(filepath.Join(c.h.Root, "etc", "containerd", "config.toml"), []byte(containerdConfig), 0o644); err != nil {
 		return Probe{}, err
 	}
 	sock := filepath.Join(c.h.Root, "run", "containerd", "containerd.sock")
 	_ = os.Remove(sock) // a stale socket of an earlier run
-	n := cpNode{name: c.h.Name, ip: c.h.Address, nsPID: pid, nsenter: c.nsenter}
-	argv := n.wrap([]string{c.bin, "--config", "/etc/containerd/config.toml"}, "--mount", "--pid="+pidNSPath(pid))
 	sb.progress("nodes: starting containerd on %s", c.h.Name)
-	_, err := sb.spawn(c.Name(), argv, nodeEnv(sb.marker()))
+	_, err = sb.spawn(c.Name(), argv, nodeEnv(sb.marker()))
 	return Probe{Kind: ProbeUnix, URL: sock}, err
 }
 

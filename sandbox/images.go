@@ -137,7 +137,7 @@ func writeImage(path, binDir string, im NodeImage) error {
 		"architecture": "amd64",
 		"os":           "linux",
 		"config": map[string]any{
-			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			"Env":        []string{nodePATH},
 			"Entrypoint": im.Entrypoint,
 			"Labels":     map[string]string{"dev.cairn.sandbox": "built from source by cairn sandbox; see sandbox/images.go"},
 		},

@@ -146,11 +146,6 @@ type kubeletHost struct {
 func (k *kubeletHost) Name() string { return kubeletComponent(k.h.Name) }
 
 func (k *kubeletHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
-	pid := sb.hostPID(k.h.Name)
-	if pid == 0 {
-		return Probe{}, fmt.Errorf("host %s has no running sshd to enter", k.h.Name)
-	}
-	n := cpNode{name: k.h.Name, ip: k.h.Address, nsPID: pid, nsenter: k.nsenter}
 	// On cgroup v1 (this machine's kind) kubelet v1.35+ starts only when
 	// told to, with the cgroupfs driver: there is no systemd to own the
 	// cgroups. Each kubelet gets its own cgroup root, so that the nodes'
@@ -159,18 +154,33 @@ func (k *kubeletHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
 	if !cgroupV2() {
 		extra = append(extra, "--fail-cgroupv1=false")
 	}
-	argv := n.wrap(append([]string{k.bin, "-c", kubeletService, "kubelet-service"}, extra...), "--mount", "--pid="+pidNSPath(pid))
+	argv, err := sb.onNode(k.h, k.nsenter, append([]string{k.bin, "-c", kubeletService, "kubelet-service"}, extra...)...)
+	if err != nil {
+		return Probe{}, err
+	}
 	sb.progress("nodes: starting the kubelet service on %s (cgroup root %s)", k.h.Name, k.cgroupRoot)
-	_, err := sb.spawn(k.Name(), argv, nodeEnv(sb.marker()))
+	_, err = sb.spawn(k.Name(), argv, nodeEnv(sb.marker()))
 	return Probe{Kind: ProbeProcess, URL: k.Name()}, err
 }
 
-// nodeEnv is the environment of the hosts' own daemons: a node's PATH, with
-// the host's /usr/local/bin (the sandbox's release) first, and the
-// sandbox's marker, so that Down finds any of them left over.
-func nodeEnv(marker string) []string {
-	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", marker}
+// onNode is argv run in all of host h's namespaces (network, UTS, mount and
+// PID), as a node's own daemons run: containerd, the kubelet service.
+func (sb *Sandbox) onNode(h Host, nsenter string, argv ...string) ([]string, error) {
+	pid := sb.hostPID(h.Name)
+	if pid == 0 {
+		return nil, fmt.Errorf("host %s has no running sshd to enter", h.Name)
+	}
+	n := cpNode{name: h.Name, ip: h.Address, nsPID: pid, nsenter: nsenter}
+	return n.wrap(argv, "--mount", "--pid="+pidNSPath(pid)), nil
 }
+
+// nodePATH is a node's PATH (and an image's): /usr/local first, where the
+// sandbox's release is on a node.
+const nodePATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// nodeEnv is the environment of the hosts' own daemons: a node's PATH and
+// the sandbox's marker, so that Down finds any of them left over.
+func nodeEnv(marker string) []string { return []string{nodePATH, "HOME=/root", marker} }
 
 // pidNSPath is the PID namespace a host's processes live in: the children's
 // namespace of its first process (unshare --pid --fork makes it).
@@ -217,8 +227,8 @@ func makeCgroupRoot(root string) error {
 	if err != nil {
 		return err
 	}
+	parts := strings.Split(strings.Trim(root, "/"), "/")
 	for _, m := range mounts {
-		parts := strings.Split(strings.Trim(root, "/"), "/")
 		dir := m
 		for _, p := range parts {
 			parent := dir
@@ -240,21 +250,17 @@ func makeCgroupRoot(root string) error {
 	return nil
 }
 
-// removeCgroupTree removes the sandbox's cgroup tree (the first element of
-// a cgroup root) from every hierarchy, deepest first. Only empty cgroups
-// can be removed: it fails while a process of it still runs.
-func removeCgroupTree(root string) error {
-	top := strings.Split(strings.Trim(root, "/"), "/")[0]
-	if top == "" || !strings.HasPrefix(top, "cairn-sandbox-") {
-		return nil
-	}
+// removeCgroupTree removes a sandbox's cgroup tree (CgroupTree) from every
+// hierarchy, deepest first. Only empty cgroups can be removed: it fails
+// while a process of it still runs.
+func removeCgroupTree(tree string) error {
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, m := range mounts {
-		base := filepath.Join(m, top)
+		base := filepath.Join(m, tree)
 		var dirs []string
 		_ = filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
 			if err == nil && e.IsDir() {
@@ -280,12 +286,6 @@ func (sb *Sandbox) startKubelets(ctx context.Context, pre prereqs) error {
 	}
 	for _, h := range inv.Hosts {
 		root := cgroupRootFor(sb.dir, h.Name)
-		sb.mu.Lock()
-		sb.state.CgroupRoots = append(sb.state.CgroupRoots, root)
-		sb.mu.Unlock()
-		if err := sb.saveState(); err != nil {
-			return err
-		}
 		if err := makeCgroupRoot(root); err != nil {
 			return fmt.Errorf("nodes: %s: %w", h.Name, err)
 		}

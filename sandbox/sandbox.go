@@ -132,9 +132,6 @@ type state struct {
 	// are in Procs under the same names).
 	Components []componentState `json:"components,omitempty"`
 	BinDir     string           `json:"binDir,omitempty"`
-	// CgroupRoots are the nodes' kubelet cgroup roots (Options.Nodes),
-	// removed by Down once their processes are gone.
-	CgroupRoots []string `json:"cgroupRoots,omitempty"`
 }
 
 const stateVersion = 2
@@ -446,10 +443,11 @@ func (sb *Sandbox) down(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	sb.mu.Lock()
-	roots := sb.state.CgroupRoots
+	nodes := sb.state.WantNodes
 	sb.mu.Unlock()
-	for _, r := range roots {
-		if err := removeCgroupTree(r); err != nil {
+	if nodes {
+		// The kubelets' cgroup roots, once their processes are gone.
+		if err := removeCgroupTree(CgroupTree(sb.dir)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -327,12 +327,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 // a process of a node (a container's included), a mount, a cgroup.
 func assertNodesGone(t *testing.T, dir, cgroupTree string) {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range livePIDs() {
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		c := strings.ReplaceAll(string(cmd), "\x00", " ")
 		if strings.Contains(c, dir) {
@@ -366,12 +361,7 @@ func assertNodesGone(t *testing.T, dir, cgroupTree string) {
 func nodesCost(dir, tree string) string {
 	marker := []byte("CAIRN_SANDBOX_SESSION=" + dir + "\x00")
 	var daemonRSS, podRSS, daemonTicks int64
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range livePIDs() {
 		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		var rss int64
 		for _, l := range strings.Split(string(status), "\n") {
@@ -405,4 +395,16 @@ func nodesCost(dir, tree string) string {
 	}
 	return fmt.Sprintf("memory %d MiB resident (pods %d MiB, node daemons %d MiB); CPU: pods %s, node daemons %.0f s (live ones)",
 		(podRSS+daemonRSS)/1024, podRSS/1024, daemonRSS/1024, podCPU, float64(daemonTicks)/100)
+}
+
+// livePIDs lists the processes of this machine.
+func livePIDs() []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

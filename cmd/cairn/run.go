@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -330,12 +331,7 @@ func (s *termSink) Output(host string, p []byte) {
 		}
 		// Another host's line is open: end it, so that each line on the
 		// terminal is one host's (that host's next output starts anew).
-		for h, mid := range s.bol {
-			if mid && h != host {
-				io.WriteString(s.w, "\n")
-				s.bol[h] = false
-			}
-		}
+		s.endOpen(host)
 		if !s.bol[host] {
 			io.WriteString(s.w, pfx)
 		}
@@ -349,8 +345,14 @@ func (s *termSink) Output(host string, p []byte) {
 func (s *termSink) endLines() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.endOpen()
+}
+
+// endOpen ends the open output line of every host but those in except.
+// The caller holds s.mu.
+func (s *termSink) endOpen(except ...string) {
 	for h, mid := range s.bol {
-		if mid {
+		if mid && !slices.Contains(except, h) {
 			io.WriteString(s.w, "\n")
 			s.bol[h] = false
 		}

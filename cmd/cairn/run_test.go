@@ -273,4 +273,12 @@ func TestTermSinkEndsOpenLines(t *testing.T) {
 	if got, want := b.String(), "  │ cp0: ok\n  │ cp1: done\n  │ cp0: still\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
+	// One target (this machine): its host name is empty.
+	b.Reset()
+	one := &termSink{w: &b}
+	one.Output("", []byte("ok"))
+	one.endLines()
+	if got, want := b.String(), "  │ ok\n"; got != want {
+		t.Errorf("one target: got %q, want %q", got, want)
+	}
 }
