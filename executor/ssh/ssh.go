@@ -316,13 +316,19 @@ exit $rc`)
 var runIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // reapScript kills every process whose environment holds
-// CAIRN_SESSION=session (hex: safe in the text).
+// CAIRN_SESSION=session (hex: safe in the text). GNU grep reads every
+// environ file in one process (-z: entries end in NUL); a loop that forks
+// per process took seconds on a loaded machine, longer than the grace
+// before SIGKILL ended the reaper itself. Other greps get the loop.
 func reapScript(session string) string {
 	if !runIDRe.MatchString(session) {
 		return "exit 0"
 	}
-	return `for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
-		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx 'CAIRN_SESSION=` + session + `'; then kill -9 "$p" 2>/dev/null; fi; done; exit 0`
+	entry := "'CAIRN_SESSION=" + session + "'"
+	return `if printf 'a\000' | grep -qzx a 2>/dev/null; then ` +
+		`for f in $(grep -lzx ` + entry + ` /proc/[0-9]*/environ 2>/dev/null); do p=${f#/proc/}; p=${p%/environ}; [ "$p" = "$$" ] || kill -9 "$p" 2>/dev/null; done; ` +
+		`else for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
+		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx ` + entry + `; then kill -9 "$p" 2>/dev/null; fi; done; fi; exit 0`
 }
 
 const sidPrefix = "cairn-sid="
@@ -389,7 +395,7 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		r.stop(c, sess, ctl, job.Block.Sudo, done, &wg)
+		r.stop(c, sess, ctl, job.Block.Sudo, session, done, &wg)
 		return -1, ctxErr(ctx)
 	}
 	var ee *ssh.ExitError
@@ -452,7 +458,7 @@ func (r *Runner) keepAlive(c *client, stop <-chan struct{}) {
 // sudo blocks, so root processes die too). The KILL round always runs, so
 // nothing that ignored TERM or left the output survives. Then it closes the
 // connection and waits for the session to end (done).
-func (r *Runner) stop(c *client, sess *ssh.Session, ctl *controlWriter, sudo bool, done <-chan error, wg *sync.WaitGroup) {
+func (r *Runner) stop(c *client, sess *ssh.Session, ctl *controlWriter, sudo bool, session string, done <-chan error, wg *sync.WaitGroup) {
 	grace := r.grace()
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
@@ -476,7 +482,7 @@ func (r *Runner) stop(c *client, sess *ssh.Session, ctl *controlWriter, sudo boo
 				return
 			}
 			defer s.Close()
-			_ = s.Run(signalCommand(sid, string(sig), sudo))
+			_ = s.Run(signalCommand(sid, string(sig), sudo, session))
 		})
 		select {
 		case <-reaped:
@@ -499,10 +505,15 @@ func (r *Runner) stop(c *client, sess *ssh.Session, ctl *controlWriter, sudo boo
 }
 
 // signalCommand sends sig to what is left of remote session sid: its
-// process group, and every process in the session.
-func signalCommand(sid int, sig string, sudo bool) string {
+// process group, and every process in the session. With SIGKILL it also
+// reaps the run's processes by CAIRN_SESSION from this second session: the
+// KILL to the group may end the remote sh while its own reap still runs.
+func signalCommand(sid int, sig string, sudo bool, session string) string {
 	n := strconv.Itoa(sid)
 	cmd := "kill -s " + sig + " -- -" + n + " 2>/dev/null; pkill -" + sig + " -s " + n + " 2>/dev/null; exit 0"
+	if sig == string(ssh.SIGKILL) {
+		cmd = "kill -s " + sig + " -- -" + n + " 2>/dev/null; pkill -" + sig + " -s " + n + " 2>/dev/null; " + reapScript(session)
+	}
 	if sudo {
 		return "sudo -n /bin/sh -c " + runbook.ShellQuote(cmd) + " 2>/dev/null || { " + cmd + "; }"
 	}
