@@ -24,17 +24,38 @@ const (
 	ImageCoreDNSTag = "v1.14.6"
 	ImagePauseTag   = "3.10.2"
 	imageRegistry   = "registry.k8s.io"
+	// sandboxRegistry names images no registry serves: the sandbox's own
+	// builds for the CCM runbook, which stand for a cloud provider's.
+	sandboxRegistry = "cairn.internal"
 )
+
+// The CCM runbook's two controller managers as images, both with the
+// fake cloud provider: version N's kube-controller-manager (v1.30, which
+// still runs cloud controllers) and the N+1 cloud-controller-manager. They
+// are archived in ImagesDir/ccm, apart from the images kubeadm lists, so
+// that the kubeadm runbook's import leaves them out.
+var (
+	ImageKCMN = sandboxRegistry + "/kube-controller-manager:" + KCMNVersion
+	ImageCCM  = sandboxRegistry + "/cloud-controller-manager:" + KubeVersion
+)
+
+// CCMImagesDir is the subdirectory of ImagesDir holding ImageKCMN and
+// ImageCCM.
+const CCMImagesDir = "ccm"
 
 // NodeImage is one image a sandbox node's runtime holds, under the name and
 // tag kubeadm asks for, so that kubelet never pulls (no registry is
 // reachable here, and kubeadm's static pods and addons use IfNotPresent).
 type NodeImage struct {
 	Ref string // registry.k8s.io/kube-apiserver:v1.37.2
-	// Bins are files of the bin directory, put at /usr/local/bin/NAME
-	// (or at Entrypoint[0] when that names the same file).
+	// Bins are files of the bin directory, put at /usr/local/bin/NAME, at
+	// Paths[NAME], or at Entrypoint[0] when that names the first one.
 	Bins       []string
+	Paths      map[string]string
 	Entrypoint []string
+	// Dir is the subdirectory of ImagesDir the archive goes to ("" for
+	// the images kubeadm lists).
+	Dir string
 	// System are programs of this machine copied in with the shared
 	// libraries they load (kube-proxy's iptables), and Links are symlinks
 	// (name → target) beside them.
@@ -44,10 +65,13 @@ type NodeImage struct {
 	Dirs []string
 }
 
-// Archive is the file name of the image's archive in the images directory.
+// Archive is the path of the image's archive below the images directory.
 func (im NodeImage) Archive() string {
-	name := strings.TrimPrefix(im.Ref, imageRegistry+"/")
-	return strings.NewReplacer("/", "_", ":", "_").Replace(name) + ".tar"
+	name := im.Ref
+	if host, rest, ok := strings.Cut(name, "/"); ok && strings.Contains(host, ".") {
+		name = rest
+	}
+	return filepath.Join(im.Dir, strings.NewReplacer("/", "_", ":", "_").Replace(name)+".tar")
 }
 
 // NodeImages are the images kubeadm KubeVersion's control plane and addons
@@ -67,14 +91,25 @@ func NodeImages() []NodeImage {
 		proxy.Links["/usr/sbin/"+n] = "xtables-nft-multi"
 		proxy.Links["/usr/sbin/"+strings.Replace(n, "tables", "tables-nft", 1)] = "xtables-nft-multi"
 	}
+	etcdBin := "etcd-v" + strings.TrimSuffix(ImageEtcdTag, "-0")
+	etcd := NodeImage{Ref: imageRegistry + "/etcd:" + ImageEtcdTag, Bins: []string{etcdBin}, Paths: map[string]string{etcdBin: "/usr/local/bin/etcd"}}
 	return []NodeImage{
 		kube("kube-apiserver"),
 		kube("kube-controller-manager"),
 		kube("kube-scheduler"),
 		proxy,
-		{Ref: imageRegistry + "/etcd:" + ImageEtcdTag, Bins: []string{"etcd-v" + strings.TrimSuffix(ImageEtcdTag, "-0")}},
+		etcd,
 		{Ref: imageRegistry + "/coredns/coredns:" + ImageCoreDNSTag, Bins: []string{"coredns"}, Entrypoint: []string{"/coredns"}},
 		{Ref: imageRegistry + "/pause:" + ImagePauseTag, Bins: []string{"pause"}, Entrypoint: []string{"/pause"}},
+	}
+}
+
+// CCMImages are ImageKCMN and ImageCCM, each program at the path its
+// static pod's command names.
+func CCMImages() []NodeImage {
+	return []NodeImage{
+		{Ref: ImageKCMN, Dir: CCMImagesDir, Bins: []string{BinKCMN}, Paths: map[string]string{BinKCMN: "/usr/local/bin/kube-controller-manager"}},
+		{Ref: ImageCCM, Dir: CCMImagesDir, Bins: []string{BinCCM}},
 	}
 }
 
@@ -82,25 +117,26 @@ func NodeImages() []NodeImage {
 // binaries they are made of.
 func ImagesDir(binDir string) string { return filepath.Join(binDir, "images") }
 
-// EnsureImages writes the archive of every NodeImage that is not in
-// ImagesDir(binDir) yet and returns their paths. An archive is a Docker
-// archive (what `ctr images import` and `docker load` read), written to a
-// temporary name and renamed, with fixed times so that its digest depends
-// only on its files.
+// EnsureImages writes the archive of every NodeImage and CCMImage that is
+// not in ImagesDir(binDir) yet, or is older than a program it holds (a
+// rebuilt binary), and returns their paths. An archive is a Docker archive
+// (what `ctr images import` and `docker load` read), written to a temporary
+// name and renamed, with fixed times so that its digest depends only on its
+// files.
 func EnsureImages(ctx context.Context, binDir string, progress func(string)) ([]string, error) {
 	dir := ImagesDir(binDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	var paths []string
-	for _, im := range NodeImages() {
+	for _, im := range append(NodeImages(), CCMImages()...) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		path := filepath.Join(dir, im.Archive())
 		paths = append(paths, path)
-		if _, err := os.Stat(path); err == nil {
+		if current(path, binDir, im.Bins) {
 			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
 		}
 		if progress != nil {
 			progress(fmt.Sprintf("images: writing %s (%s)", im.Ref, path))
@@ -110,6 +146,21 @@ func EnsureImages(ctx context.Context, binDir string, progress func(string)) ([]
 		}
 	}
 	return paths, nil
+}
+
+// current reports whether the archive at path exists and is newer than
+// every one of bins.
+func current(path, binDir string, bins []string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	for _, b := range bins {
+		if bi, err := os.Stat(filepath.Join(binDir, b)); err == nil && bi.ModTime().After(fi.ModTime()) {
+			return false
+		}
+	}
+	return true
 }
 
 // imageFile is one regular file, directory or symlink of a layer.
@@ -214,10 +265,10 @@ func imageFiles(binDir string, im NodeImage) ([]imageFile, error) {
 			return nil, &MissingError{Name: b, Where: binDir, Install: "scripts/sandbox-bins.sh"}
 		}
 		dst := "/usr/local/bin/" + b
-		if i == 0 && len(im.Entrypoint) > 0 {
+		if p, ok := im.Paths[b]; ok {
+			dst = p
+		} else if i == 0 && len(im.Entrypoint) > 0 {
 			dst = im.Entrypoint[0]
-		} else if strings.HasPrefix(b, "etcd-") {
-			dst = "/usr/local/bin/etcd"
 		}
 		add(imageFile{name: dst, src: src, mode: 0o755})
 	}

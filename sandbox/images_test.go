@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEnsureImages writes the node images from a bin directory of stand-in
@@ -22,7 +23,7 @@ import (
 // That containerd imports and runs them is TestBundledKubeadmOnNodes's job.
 func TestEnsureImages(t *testing.T) {
 	bin := t.TempDir()
-	for _, im := range NodeImages() {
+	for _, im := range append(NodeImages(), CCMImages()...) {
 		for _, b := range im.Bins {
 			if err := os.WriteFile(filepath.Join(bin, b), []byte("#!/bin/sh\necho "+b+"\n"), 0o755); err != nil {
 				t.Fatal(err)
@@ -42,6 +43,8 @@ func TestEnsureImages(t *testing.T) {
 		"registry.k8s.io/etcd:3.7.0-0":                  "usr/local/bin/etcd",
 		"registry.k8s.io/coredns/coredns:v1.14.6":       "coredns",
 		"registry.k8s.io/pause:3.10.2":                  "pause",
+		ImageKCMN:                                       "usr/local/bin/kube-controller-manager",
+		ImageCCM:                                        "usr/local/bin/cloud-controller-manager",
 	}
 	seen := map[string]bool{}
 	for _, p := range paths {
@@ -64,6 +67,11 @@ func TestEnsureImages(t *testing.T) {
 				t.Errorf("kube-proxy: iptables without its loader and libraries: %v", keysOf(files))
 			}
 		}
+		// The CCM runbook's images lie apart: the kubeadm runbook imports
+		// ImagesDir/*.tar, and these are not kubeadm's.
+		if inCCM := filepath.Dir(p) == filepath.Join(ImagesDir(bin), CCMImagesDir); inCCM != strings.HasPrefix(ref, "cairn.internal/") {
+			t.Errorf("%s archived at %s", ref, p)
+		}
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s: mode %v, %v", p, fi.Mode(), err)
 		}
@@ -80,6 +88,17 @@ func TestEnsureImages(t *testing.T) {
 	}
 	if after, _ := os.Stat(paths[0]); !after.ModTime().Equal(before.ModTime()) {
 		t.Error("the archive was written again")
+	}
+	// A rebuilt program: the archives holding it are written again.
+	later := before.ModTime().Add(time.Minute)
+	if err := os.Chtimes(filepath.Join(bin, "kube-apiserver"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureImages(context.Background(), bin, nil); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(paths[0]); !after.ModTime().After(before.ModTime()) {
+		t.Errorf("%s not rewritten after its program changed", paths[0])
 	}
 	// A missing program: a MissingError naming the build script.
 	empty := t.TempDir()

@@ -137,6 +137,14 @@ func (tm *terminal) String() string {
 
 func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 	start := time.Now()
+	// Registered first, so it logs last, after the teardown's lines: a CI
+	// log that keeps only its head and tail still shows where a run failed.
+	var failedRun string
+	t.Cleanup(func() {
+		if failedRun != "" {
+			t.Logf("where the run failed (the last lines of cairn run):\n%s", failedRun)
+		}
+	})
 	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
 	dir := t.TempDir()
 	sbDir := filepath.Join(dir, "sb")
@@ -202,6 +210,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 	err = m.Run(ctx, args)
 	phase("cairn run kubeadm-ha", runStart)
 	if err != nil {
+		failedRun = tail(stdout.String(), 40) + "\n" + stderr.String()
 		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout, stderr.String())
 	}
 	t.Logf("cairn run output:\n%s", stdout.String())

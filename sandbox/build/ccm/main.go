@@ -23,7 +23,7 @@ import (
 
 func main() {
 	cloudprovider.RegisterCloudProvider("fake", func(io.Reader) (cloudprovider.Interface, error) {
-		return &fake.Cloud{}, nil
+		return &fake.Cloud{ExistsByProviderID: true}, nil
 	})
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {

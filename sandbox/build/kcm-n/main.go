@@ -17,7 +17,7 @@ import (
 
 func main() {
 	cloudprovider.RegisterCloudProvider("fake", func(io.Reader) (cloudprovider.Interface, error) {
-		return &fake.Cloud{}, nil
+		return &fake.Cloud{ExistsByProviderID: true}, nil
 	})
 	os.Exit(cli.Run(app.NewControllerManagerCommand()))
 }
