@@ -64,3 +64,36 @@ func TestUpRefusesNodesWithoutHosts(t *testing.T) {
 		t.Errorf("%s made for a refused start", dir)
 	}
 }
+
+// TestRaiseInotifyLimits: a limit below its minimum is raised and said so,
+// one above it is left as it is, and a limit that cannot be written is an
+// error that names the sysctl and how to set it.
+func TestRaiseInotifyLimits(t *testing.T) {
+	dir := t.TempDir()
+	low, high := filepath.Join(dir, "fs", "inotify", "low"), filepath.Join(dir, "fs", "inotify", "high")
+	if err := os.MkdirAll(filepath.Dir(low), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, v := range map[string]string{low: "128\n", high: "4096\n"} {
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var said []string
+	progress := func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
+	if err := raiseInotifyLimits([]inotifyLimit{{low, 1024}, {high, 1024}}, progress); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{low: "1024\n", high: "4096\n"} {
+		if got, _ := os.ReadFile(p); string(got) != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "from 128 to 1024") {
+		t.Errorf("progress said %q, want one line about raising 128 to 1024", said)
+	}
+	err := raiseInotifyLimits([]inotifyLimit{{filepath.Join(dir, "missing"), 1}}, progress)
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("a limit that cannot be read: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -284,6 +285,9 @@ func (sb *Sandbox) startKubelets(ctx context.Context, pre prereqs) error {
 	if err != nil {
 		return err
 	}
+	if err := raiseInotifyLimits(inotifyLimits, sb.progress); err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
 	for _, h := range inv.Hosts {
 		root := cgroupRootFor(sb.dir, h.Name)
 		if err := makeCgroupRoot(root); err != nil {
@@ -292,6 +296,50 @@ func (sb *Sandbox) startKubelets(ctx context.Context, pre prereqs) error {
 		if err := sb.startComponent(ctx, &kubeletHost{h: h, bin: sh, nsenter: pre.nsenter, cgroupRoot: root}); err != nil {
 			return fmt.Errorf("nodes: %w", err)
 		}
+	}
+	return nil
+}
+
+// inotifyLimit is a machine-wide inotify sysctl and the least the nodes
+// need of it.
+type inotifyLimit struct {
+	path string // under /proc/sys
+	min  int
+}
+
+// inotifyLimits: every kubelet's cAdvisor, its certificate and plugin
+// watchers, containerd and the pods take inotify instances of root's one
+// allowance (128 by default). Two clusters of up to seven nodes exhaust it:
+// a kubelet then exits with "Failed to start cAdvisor: inotify_init: too
+// many open files" and restarts until another lets one go (a worker took
+// more than 3 minutes to register so). kind documents the same limits.
+var inotifyLimits = []inotifyLimit{
+	{"/proc/sys/fs/inotify/max_user_instances", 1024},
+	{"/proc/sys/fs/inotify/max_user_watches", 524288},
+}
+
+// raiseInotifyLimits raises each limit to its minimum, never lowers one,
+// and says what it changed: the setting is the machine's and outlives the
+// sandbox.
+func raiseInotifyLimits(limits []inotifyLimit, progress func(string, ...any)) error {
+	for _, l := range limits {
+		name := strings.ReplaceAll(strings.TrimPrefix(l.path, "/proc/sys/"), "/", ".")
+		data, err := os.ReadFile(l.path)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		cur, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		if cur >= l.min {
+			continue
+		}
+		if err := os.WriteFile(l.path, []byte(strconv.Itoa(l.min)+"\n"), 0o644); err != nil {
+			return fmt.Errorf("raising %s from %d to %d, which the nodes' kubelets need (as root: sysctl -w %s=%d): %w",
+				name, cur, l.min, name, l.min, err)
+		}
+		progress("nodes: raised %s from %d to %d for the nodes' kubelets (a machine-wide setting; it stays after down)", name, cur, l.min)
 	}
 	return nil
 }

@@ -210,7 +210,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 	err = m.Run(ctx, args)
 	phase("cairn run kubeadm-ha", runStart)
 	if err != nil {
-		failedRun = tail(stdout.String(), 40) + "\n" + stderr.String()
+		failedRun = tail(stdout.String(), 40) + "\n" + stderr.String() + "\n" + clusterState(inv.SSHConfig, sbDir)
 		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout, stderr.String())
 	}
 	t.Logf("cairn run output:\n%s", stdout.String())
@@ -319,6 +319,16 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int) {
 	}
 
 	t.Logf("what the cluster costs at the end of the run: %s", nodesCost(sbDir, sandbox.CgroupTree(sbDir)))
+	// No kubelet ran out of inotify instances (the sandbox raises the
+	// machine's limit; without that a second cluster's kubelets exit and
+	// restart for minutes).
+	logs, _ := filepath.Glob(filepath.Join(sbDir, "logs", "kubelet-*.log"))
+	for _, l := range logs {
+		if data, err := os.ReadFile(l); err == nil && bytes.Contains(data, []byte("too many open files")) {
+			t.Errorf("%s: a kubelet ran out of inotify instances or files:\n%s", filepath.Base(l),
+				tail(string(regexp.MustCompile(`(?m)^.*too many open files.*$`).Find(data)), 1))
+		}
+	}
 
 	// Tear-down leaves nothing behind: no process of a node, no cgroup, no
 	// mount, no state.
@@ -416,4 +426,35 @@ func livePIDs() []int {
 		}
 	}
 	return pids
+}
+
+// clusterState is what a failed run leaves to read before teardown: the
+// nodes and kube-system pods as cp0 sees them, the last lines of each
+// kube-controller-manager (it allocates pod CIDRs) and of each kubelet.
+// Every probe is bounded; a probe that fails says so and the rest go on.
+func clusterState(sshConfig, sbDir string) string {
+	var b strings.Builder
+	probe := func(host, cmd string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "ssh", "-F", sshConfig, host, cmd).CombinedOutput()
+		fmt.Fprintf(&b, "--- %s: %s", host, cmd)
+		if err != nil {
+			fmt.Fprintf(&b, " (%v)", err)
+		}
+		fmt.Fprintf(&b, "\n%s\n", tail(string(out), 30))
+	}
+	kc := "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 10s "
+	probe("cp0", kc+"get nodes -o wide")
+	probe("cp0", kc+"get pods -n kube-system -o wide")
+	probe("cp0", kc+"get leases -n kube-system")
+	for _, h := range []string{"cp0", "cp1", "cp2"} {
+		probe(h, "tail -n 15 /var/log/pods/kube-system_kube-controller-manager-*/*/*.log 2>&1")
+	}
+	for _, h := range []string{"cp0", "cp1", "cp2", "w0"} {
+		if data, err := os.ReadFile(filepath.Join(sbDir, "logs", "kubelet-"+h+".log")); err == nil {
+			fmt.Fprintf(&b, "--- kubelet-%s.log\n%s\n", h, tail(string(data), 25))
+		}
+	}
+	return b.String()
 }
