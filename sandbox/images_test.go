@@ -69,7 +69,7 @@ func TestEnsureImages(t *testing.T) {
 		}
 		// The CCM runbook's images lie apart: the kubeadm runbook imports
 		// ImagesDir/*.tar, and these are not kubeadm's.
-		if inCCM := filepath.Dir(p) == filepath.Join(ImagesDir(bin), CCMImagesDir); inCCM != strings.HasPrefix(ref, "cairn.internal/") {
+		if inCCM := filepath.Dir(p) == filepath.Join(ImagesDir(bin), CCMImagesDir); inCCM != strings.HasPrefix(ref, sandboxRegistry+"/") {
 			t.Errorf("%s archived at %s", ref, p)
 		}
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o644 {

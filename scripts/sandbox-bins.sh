@@ -88,10 +88,11 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 # the Go release. A binary whose $bin/.NAME.stamp differs (or is missing) is
 # built again, so a change to a builder (say, the fake cloud the CCM
 # registers) reaches a warm cache.
+goversion=$(go env GOVERSION)
 stamp() {
   local name=$1 dir=$2 pkg=$3 ldflags=$4 tags=$5
   {
-    printf '%s\n' "$name" "$pkg" "$ldflags" "$tags" "$(go env GOVERSION)"
+    printf '%s\n' "$name" "$pkg" "$ldflags" "$tags" "$goversion"
     cat "$root/$dir/go.mod" "$root/$dir/go.sum"
     find "$root/$dir" -maxdepth 1 -name '*.go' -type f | LC_ALL=C sort | xargs -r cat
   } | sha256sum | cut -d' ' -f1
