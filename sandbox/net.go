@@ -3,6 +3,8 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -21,10 +24,44 @@ import (
 // started at once (two test binaries, a reader's and CI's) never share one.
 // Device names carry N, which keeps them unique and under the kernel's 15
 // characters.
+//
+// Down finds its devices by these names, and a name is free for the next
+// sandbox once the device is gone; so every device also carries Alias (its
+// ifalias, naming the state directory), and Down deletes only a device that
+// still says it is this sandbox's. A second Down after a half-failed one must
+// not delete the bridge of a sandbox that has since taken the same subnet.
 type netState struct {
 	Subnet int         `json:"subnet"` // N of 10.200.N.0/24
 	Bridge string      `json:"bridge"` // cairn-brN, 10.200.N.1/24
+	Alias  string      `json:"alias,omitempty"`
 	Hosts  []hostState `json:"hosts"`
+}
+
+// netAlias is the ifalias of a sandbox's devices: its state directory, or a
+// hash of it where the directory is longer than the kernel keeps (IFALIASZ)
+// or has a character ip's batch input would have to quote.
+func netAlias(dir string) string {
+	plain := strings.IndexFunc(dir, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+", r))
+	}) < 0
+	if plain && len(dir) <= 200 {
+		return "cairn-sandbox:" + dir
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return "cairn-sandbox:sha256:" + hex.EncodeToString(sum[:16])
+}
+
+// ownLink reports whether device name exists and belongs to this sandbox.
+// A state written before devices carried an alias owns by name alone.
+func (n *netState) ownLink(name string) bool {
+	if !linkExists(name) {
+		return false
+	}
+	if n.Alias == "" {
+		return true
+	}
+	b, err := os.ReadFile("/sys/class/net/" + name + "/ifalias")
+	return err == nil && strings.TrimRight(string(b), "\n") == n.Alias
 }
 
 const (
@@ -153,7 +190,7 @@ func (sb *Sandbox) upBridge(ctx context.Context, pre prereqs) (*netState, error)
 	}
 	ns := &netState{Subnet: -1}
 	for n := 0; n < 256; n++ {
-		c := &netState{Subnet: n, Bridge: "cairn-br" + strconv.Itoa(n)}
+		c := &netState{Subnet: n, Bridge: "cairn-br" + strconv.Itoa(n), Alias: netAlias(sb.dir)}
 		if !used[c.bridgeIP()] && !used["name:"+c.Bridge] {
 			ns = c
 			break
@@ -169,7 +206,7 @@ func (sb *Sandbox) upBridge(ctx context.Context, pre prereqs) (*netState, error)
 	if err := sb.saveState(); err != nil {
 		return nil, err
 	}
-	batch := fmt.Sprintf("link add %[1]s type bridge\naddr add %[2]s/24 dev %[1]s\nlink set %[1]s up\n", ns.Bridge, ns.bridgeIP())
+	batch := fmt.Sprintf("link add %[1]s type bridge\nlink set %[1]s alias %[3]s\naddr add %[2]s/24 dev %[1]s\nlink set %[1]s up\n", ns.Bridge, ns.bridgeIP(), ns.Alias)
 	if err := run(ctx, batch, pre.ip, "-batch", "-"); err != nil {
 		return nil, fmt.Errorf("create bridge %s: %w", ns.Bridge, err)
 	}
@@ -182,8 +219,8 @@ func (sb *Sandbox) upBridge(ctx context.Context, pre prereqs) (*netState, error)
 // route: its traffic can reach only the bridge subnet.
 func (ns *netState) plumb(ctx context.Context, pre prereqs, i, pid int) error {
 	veth, peer := ns.vethName(i), ns.peerName(i)
-	outside := fmt.Sprintf("link add %[1]s type veth peer name %[2]s\nlink set %[1]s master %[3]s\nlink set %[1]s up\nlink set %[2]s netns %[4]d\n",
-		veth, peer, ns.Bridge, pid)
+	outside := fmt.Sprintf("link add %[1]s type veth peer name %[2]s\nlink set %[1]s alias %[5]s\nlink set %[1]s master %[3]s\nlink set %[1]s up\nlink set %[2]s netns %[4]d\n",
+		veth, peer, ns.Bridge, pid, ns.Alias)
 	if err := run(ctx, outside, pre.ip, "-batch", "-"); err != nil {
 		return fmt.Errorf("create veth %s: %w", veth, err)
 	}
@@ -200,22 +237,18 @@ func (ns *netState) plumb(ctx context.Context, pre prereqs, i, pid int) error {
 
 // downNet kills any process left in the hosts' namespaces (an SSH session
 // that outlived sshd), which lets the kernel free each namespace and its
-// veth pair, then deletes the veths and the bridge.
-func (sb *Sandbox) downNet(ctx context.Context) error {
+// veth pair, then deletes the veths and the bridge. pinned are the
+// namespaces down holds open (see pinNamespaces); only processes in those are
+// killed.
+func (sb *Sandbox) downNet(ctx context.Context, pinned map[string]bool) error {
 	sb.mu.Lock()
 	ns := sb.state.Net
 	sb.mu.Unlock()
 	if ns == nil {
 		return nil
 	}
-	nsLinks := map[string]bool{}
-	for _, h := range ns.Hosts {
-		if h.NetNS != "" {
-			nsLinks[h.NetNS] = true
-		}
-	}
-	if len(nsLinks) > 0 {
-		if err := killInNamespaces(ctx, nsLinks); err != nil {
+	if len(pinned) > 0 {
+		if err := killInNamespaces(ctx, pinned); err != nil {
 			return err
 		}
 	}
@@ -226,22 +259,79 @@ func (sb *Sandbox) downNet(ctx context.Context) error {
 	var errs []error
 	for i := 0; i < maxHosts; i++ {
 		name := ns.vethName(i)
-		if _, err := net.InterfaceByName(name); err != nil {
+		if !linkExists(name) {
 			if i >= len(ns.Hosts)+1 {
 				break
 			}
 			continue
 		}
+		if !ns.ownLink(name) {
+			continue // another sandbox's, made after this one's was gone
+		}
 		if err := run(ctx, "", ipPath, "link", "del", name); err != nil && linkExists(name) {
 			errs = append(errs, err)
 		}
 	}
-	if linkExists(ns.Bridge) {
+	if ns.ownLink(ns.Bridge) {
 		if err := run(ctx, "", ipPath, "link", "del", ns.Bridge); err != nil && linkExists(ns.Bridge) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nsPins holds the hosts' network namespaces open while down runs.
+//
+// The kernel gives a freed namespace's inode number to the next namespace
+// made on this machine (measured: four "unshare --net" a second apart all
+// got the same one). Down stops the hosts before it sweeps their namespaces,
+// so a sweep by the numbers recorded at start-up killed the sshd of another
+// sandbox's new host (CI: "no route to host" 18 s into a concurrent test's
+// start). An open namespace file keeps the namespace, and so its number,
+// this sandbox's until it is closed.
+type nsPins struct {
+	links map[string]bool
+	files []*os.File
+}
+
+// pinNamespaces opens the namespace of each host whose process is still
+// this sandbox's. A host whose process is already gone is skipped: its
+// number may be someone else's by now; what its sessions left is found by
+// the session marker instead (killMarked).
+func (sb *Sandbox) pinNamespaces() *nsPins {
+	pins := &nsPins{links: map[string]bool{}}
+	sb.mu.Lock()
+	var hosts []hostState
+	if sb.state.Net != nil {
+		hosts = append(hosts, sb.state.Net.Hosts...)
+	}
+	procs := append([]procState(nil), sb.state.Procs...)
+	sb.mu.Unlock()
+	for _, h := range hosts {
+		i := slices.IndexFunc(procs, func(p procState) bool { return p.PID == h.PID })
+		if h.NetNS == "" || i < 0 {
+			continue
+		}
+		f, err := os.Open("/proc/" + strconv.Itoa(h.PID) + "/ns/net")
+		if err != nil {
+			continue
+		}
+		// Alive after the open, so the PID was not reused before it.
+		l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+		if err != nil || l != h.NetNS || !procAlive(procs[i]) {
+			f.Close()
+			continue
+		}
+		pins.links[l] = true
+		pins.files = append(pins.files, f)
+	}
+	return pins
+}
+
+func (p *nsPins) close() {
+	for _, f := range p.files {
+		f.Close()
+	}
 }
 
 func linkExists(name string) bool {

@@ -427,6 +427,8 @@ func (sb *Sandbox) down(ctx context.Context) error {
 	sb.mu.Lock()
 	procs := append([]procState(nil), sb.state.Procs...)
 	sb.mu.Unlock()
+	pins := sb.pinNamespaces()
+	defer pins.close()
 	var errs []error
 	// Stop in reverse start order: hosts, controller manager, apiserver, etcd.
 	for i := len(procs) - 1; i >= 0; i-- {
@@ -439,7 +441,7 @@ func (sb *Sandbox) down(ctx context.Context) error {
 	if err := killMarked(ctx, sb.marker()); err != nil {
 		errs = append(errs, err)
 	}
-	if err := sb.downNet(ctx); err != nil {
+	if err := sb.downNet(ctx, pins.links); err != nil {
 		errs = append(errs, err)
 	}
 	sb.mu.Lock()

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -259,10 +261,18 @@ func TestTeardownLeavesNothing(t *testing.T) {
 		t.Errorf("%s lacks %s while up", lb.HostsFile, sandbox.LBName)
 	}
 
-	// Namespaces of the hosts, and a session that would outlive sshd.
+	// Namespaces of the hosts, and a session that would outlive sshd. The
+	// test holds each namespace open: a freed one's number goes to the next
+	// namespace made on this machine (another package's sandbox), whose
+	// processes are not this one's to find.
 	nsLinks := map[string]bool{}
 	for _, p := range procs {
-		if l, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/net"); err == nil {
+		f, err := os.Open("/proc/" + strconv.Itoa(p) + "/ns/net")
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		if l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd()))); err == nil {
 			nsLinks[l] = true
 		}
 	}
@@ -280,7 +290,6 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	// Each host's private directories are bind mounts of the state dir,
 	// visible in its sshd's mount table and in no process of this machine's
 	// mount namespace; a file written there stays in the state dir.
-	mntNS := map[string]bool{}
 	if inv.Mode == sandbox.NetworkNamespaces {
 		self, _ := os.Readlink("/proc/self/ns/mnt")
 		for _, p := range hostPIDs {
@@ -289,7 +298,6 @@ func TestTeardownLeavesNothing(t *testing.T) {
 			if l == "" || l == self || !strings.Contains(string(mi), dir+"/hosts/") {
 				t.Errorf("sshd (pid %d) has no private mount namespace with mounts of %s (ns %q)", p, dir, l)
 			}
-			mntNS[l] = true
 		}
 		sshOutput(t, inv, inv.Hosts[0].Name, "echo left > /etc/kubernetes/cairn-teardown-probe")
 	}
@@ -351,18 +359,16 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	if m, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(m), dir) {
 		t.Errorf("mount under %s left behind", dir)
 	}
-	// No process anywhere (in any mount namespace) still sees a mount of the
-	// state dir, and the hosts' mount namespaces are gone.
+	// No process anywhere (in any mount namespace, the hosts' included)
+	// still sees a mount of the state dir. (Not "no process is in a host's
+	// mount namespace": its number may be a new namespace's by now.)
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		if mi, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo"); err == nil && strings.Contains(string(mi), dir) {
+		if mountsOf(e.Name(), dir) {
 			t.Errorf("process %s still has a mount of %s", e.Name(), dir)
-		}
-		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/mnt"); err == nil && mntNS[l] {
-			t.Errorf("process %s is still in a host's mount namespace %s", e.Name(), l)
 		}
 	}
 	for _, d := range sandbox.PrivateDirs() {
@@ -535,4 +541,113 @@ func waitGone(t *testing.T, pid int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// hostPID is the process of a host's sshd.
+func hostPID(t *testing.T, sb *sandbox.Sandbox, name string) int {
+	t.Helper()
+	for _, c := range sb.Status(ctxT(t, 10*time.Second)).Components {
+		if c.Name == "sshd-"+name && len(c.PIDs) > 0 {
+			return c.PIDs[0]
+		}
+	}
+	t.Fatalf("no process for host %s", name)
+	return 0
+}
+
+// The kernel hands a freed network namespace's inode number to the next
+// namespace made on the machine. A Down that sweeps the numbers its hosts
+// had must not kill what now lives under one of them (in CI: the sshd of a
+// concurrent test's new host), and a Down retried from stale state must not
+// delete the bridge and veths of a sandbox that has since taken its subnet.
+func TestDownSparesWhatReusedItsNumbersAndNames(t *testing.T) {
+	hosts := []sandbox.HostSpec{{Name: "r0"}}
+	a := up(t, sandbox.Options{NoKube: true, Network: sandbox.NetworkNamespaces, Hosts: hosts})
+	stale, err := sandbox.Open(a.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := hostPID(t, a, "r0")
+	addrA := a.Inventory().Hosts[0].Address
+	link, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The host dies (a crashed sshd), its namespace is freed, and a
+	// stranger's new namespace gets its number.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	self, _ := os.Readlink("/proc/self/ns/net")
+	// The kernel frees a namespace in the background; its veth goes with it.
+	veth := cairnLinks(t)
+	for i := 0; i < 100 && slices.ContainsFunc(cairnLinks(t), func(l string) bool { return strings.Contains(l, "h") && slices.Contains(veth, l) }); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// New namespaces take the lowest free numbers: one that gets a lower
+	// number than the host's is kept (so the next one gets the next), one
+	// that gets a higher is let go.
+	var stranger *exec.Cmd
+	var lower []*exec.Cmd
+	defer func() {
+		for _, c := range lower {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	for try := 0; try < 30 && stranger == nil; try++ {
+		c := exec.Command("unshare", "--net", "sleep", "300")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var l string
+		for i := 0; i < 100; i++ {
+			if l, _ = os.Readlink("/proc/" + strconv.Itoa(c.Process.Pid) + "/ns/net"); l != "" && l != self {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		switch {
+		case l == link:
+			stranger = c
+		case len(l) == len(link) && l < link:
+			lower = append(lower, c)
+		default:
+			_ = c.Process.Kill()
+			_ = c.Wait()
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	if stranger == nil {
+		t.Skipf("no new namespace got %s back in 30 tries (other namespaces made meanwhile took it)", link)
+	}
+	defer func() { _ = stranger.Process.Kill(); _ = stranger.Wait() }()
+	if err := a.Down(ctxT(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if !testrig.ProcessAlive(stranger.Process.Pid) {
+		t.Fatalf("Down killed pid %d, which was in a namespace made after its host's was gone (%s)", stranger.Process.Pid, link)
+	}
+
+	// A second sandbox takes the freed subnet; a retried Down of the first,
+	// from its stale state, leaves it alone.
+	b := up(t, sandbox.Options{NoKube: true, Network: sandbox.NetworkNamespaces, Hosts: hosts})
+	if addrB := b.Inventory().Hosts[0].Address; addrB != addrA {
+		t.Logf("the second sandbox took %s, not the first's %s: the stale Down had nothing of it to delete", addrB, addrA)
+	}
+	before := cairnLinks(t)
+	if err := stale.Down(ctxT(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if after := cairnLinks(t); !slices.Equal(before, after) {
+		t.Errorf("a stale Down deleted links of another sandbox: before %v, after %v", before, after)
+	}
+	if out := sshOutput(t, b.Inventory(), "r0", "echo ok"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("the second sandbox's host answers %q after the stale Down", out)
+	}
+}
+
+// mountsOf reports whether process pid sees a mount of something under dir.
+func mountsOf(pid, dir string) bool {
+	mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
+	return err == nil && strings.Contains(string(mi), dir)
 }
