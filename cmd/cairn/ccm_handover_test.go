@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/sandbox"
@@ -152,7 +153,7 @@ func TestBundledCCMHandover(t *testing.T) {
 	// and changes nothing); the CCM's Role, from the provider's manifest
 	// (played by the test), gains the rule, and without it the CCM could
 	// never take the lease: the handover below depends on the patch.
-	providerRBAC(t, k)
+	providerRBAC(t, k.Client)
 	if canIAs(t, k, ccmUser, "update", migrationLease) {
 		t.Fatalf("%s may update the migration lease before the runbook grants it", ccmUser)
 	}
@@ -307,10 +308,10 @@ func TestBundledCCMHandover(t *testing.T) {
 // (here the user ccmUser): read access, events, delegated authn/authz, and
 // a leader-locking Role in kube-system for its own lease only, named as the
 // runbook's CCM_LEADER_ROLE default. Removed at cleanup.
-func providerRBAC(t *testing.T, k *testrig.KubeEnv) {
+func providerRBAC(t *testing.T, client kubernetes.Interface) {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
-	rbac := k.Client.RbacV1()
+	rbac := client.RbacV1()
 	subj := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ccmUser}}
 	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cairn-test:cloud-controller-manager"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},

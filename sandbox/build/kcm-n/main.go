@@ -17,7 +17,9 @@ import (
 
 func main() {
 	cloudprovider.RegisterCloudProvider("fake", func(io.Reader) (cloudprovider.Interface, error) {
-		return &fake.Cloud{ExistsByProviderID: true}, nil
+		// RouteMap: the fake keeps routes in it, and a nil map panics at the
+		// first route the route controller creates (a real node has a pod CIDR).
+		return &fake.Cloud{ExistsByProviderID: true, RouteMap: map[string]*fake.Route{}}, nil
 	})
 	os.Exit(cli.Run(app.NewControllerManagerCommand()))
 }
