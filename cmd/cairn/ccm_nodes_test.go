@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
 )
 
@@ -382,13 +383,25 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 	// for its CCM (a client certificate from the cluster CA, which every
 	// control-plane node holds after an --upload-certs join), its RBAC.
 	provStart := time.Now()
-	for _, h := range cps {
-		cmd := fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; "+
-			"kubeadm kubeconfig user --client-name=%s > /etc/kubernetes/cloud-controller-manager.conf.new && "+
-			"mv /etc/kubernetes/cloud-controller-manager.conf.new /etc/kubernetes/cloud-controller-manager.conf; crictl images | grep cairn.internal",
-			filepath.Join(inv.ImagesDir, sandbox.CCMImagesDir), ccmUser)
-		if out, err := onNode(inv.SSHConfig, h, cmd); err != nil {
-			t.Fatalf("%s: the provider's images and credentials: %v\n%s", h, err, out)
+	var wg sync.WaitGroup
+	provErrs := make([]error, len(cps))
+	for i, h := range cps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; "+
+				"kubeadm kubeconfig user --client-name=%s > /etc/kubernetes/cloud-controller-manager.conf.new && "+
+				"mv /etc/kubernetes/cloud-controller-manager.conf.new /etc/kubernetes/cloud-controller-manager.conf; crictl images | grep cairn.internal",
+				filepath.Join(inv.ImagesDir, sandbox.CCMImagesDir), ccmUser)
+			if out, err := onNode(inv.SSHConfig, h, cmd); err != nil {
+				provErrs[i] = fmt.Errorf("%s: the provider's images and credentials: %v\n%s", h, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range provErrs {
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	providerRBAC(t, client)
@@ -532,6 +545,14 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 			t.Errorf("block %s did not run", id)
 		}
 	}
+	rb := parseBundled(t, "ccm-leader-migration.md")
+	executable := 0
+	for _, b := range rb.Blocks {
+		if b.Executable() && b.Target != runbook.TargetManual {
+			executable++
+		}
+	}
+	t.Logf("%d blocks ran on the nodes (all verified) of %d executable non-manual blocks in the runbook", len(ran), executable)
 	if images := outputOf(stdout.String(), "list-kcm-images"); strings.Contains(images, sandbox.KCMNVersion) {
 		t.Errorf("list-kcm-images still shows version N:\n%s", images)
 	}
