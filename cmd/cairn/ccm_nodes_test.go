@@ -523,19 +523,7 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 		out, _ := onNode(inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 10s get leases,pods -n kube-system -o wide")
 		t.Fatalf("cairn run: %v\n%s\n%s\n%s", err, stdout, stderr.String(), out)
 	}
-	t.Logf("cairn run output:\n%s", stdout.String())
-	for _, e := range stdout.errs {
-		t.Error(e)
-	}
-
-	ran := map[string]bool{}
-	for _, o := range outcomes(stdout.String()) {
-		id, status, _ := strings.Cut(o, " ")
-		if status != "✓ verified" {
-			t.Errorf("block %s: %s", id, status)
-		}
-		ran[id] = true
-	}
+	ran := checkRun(t, stdout)
 	for _, id := range []string{"check-kcm-lease", "check-no-ccm-lease", "check-kcm-flags", "backup-kcm-manifest",
 		"get-kcm-lock-role", "patch-kcm-lock-role", "patch-ccm-lock-role", "can-i-migration-lease", "write-kcm-config-wildcard",
 		"check-kcm-migration-enabled", "wait-migration-lease", "check-owner-kcm", "write-ccm-config-wildcard",
