@@ -294,18 +294,17 @@ type nsPins struct {
 	files []*os.File
 }
 
-// pinNamespaces opens the namespace of each host whose process is still
-// this sandbox's. A host whose process is already gone is skipped: its
+// pinNamespaces opens the namespace of each host whose process (one of
+// procs, the sandbox's) is still alive. A host whose process is already gone is skipped: its
 // number may be someone else's by now; what its sessions left is found by
 // the session marker instead (killMarked).
-func (sb *Sandbox) pinNamespaces() *nsPins {
+func (sb *Sandbox) pinNamespaces(procs []procState) *nsPins {
 	pins := &nsPins{links: map[string]bool{}}
 	sb.mu.Lock()
 	var hosts []hostState
 	if sb.state.Net != nil {
 		hosts = append(hosts, sb.state.Net.Hosts...)
 	}
-	procs := append([]procState(nil), sb.state.Procs...)
 	sb.mu.Unlock()
 	for _, h := range hosts {
 		i := slices.IndexFunc(procs, func(p procState) bool { return p.PID == h.PID })

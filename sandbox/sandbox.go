@@ -427,7 +427,7 @@ func (sb *Sandbox) down(ctx context.Context) error {
 	sb.mu.Lock()
 	procs := append([]procState(nil), sb.state.Procs...)
 	sb.mu.Unlock()
-	pins := sb.pinNamespaces()
+	pins := sb.pinNamespaces(procs)
 	defer pins.close()
 	var errs []error
 	// Stop in reverse start order: hosts, controller manager, apiserver, etcd.

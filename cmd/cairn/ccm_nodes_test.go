@@ -235,18 +235,18 @@ func editManifest(path string, edit func(*corev1.Pod)) error {
 }
 
 // setArg sets --name=value in the first container's command (value ""
-// removes the flag); withMigrationMount adds or removes the configuration
-// file's hostPath volume and mount.
+// removes the flag); setFlag adds a bare --name.
 func setArg(pod *corev1.Pod, name, value string) {
 	c := &pod.Spec.Containers[0]
 	c.Command = slices.DeleteFunc(c.Command, func(a string) bool { return a == "--"+name || strings.HasPrefix(a, "--"+name+"=") })
-	switch value {
-	case "":
-	case "true-flag":
-		c.Command = append(c.Command, "--"+name)
-	default:
+	if value != "" {
 		c.Command = append(c.Command, "--"+name+"="+value)
 	}
+}
+
+func setFlag(pod *corev1.Pod, name string) {
+	setArg(pod, name, "")
+	pod.Spec.Containers[0].Command = append(pod.Spec.Containers[0].Command, "--"+name)
 }
 
 // migrationFile is the runbook's LEADER_MIGRATION_FILE here: in the
@@ -254,6 +254,8 @@ func setArg(pod *corev1.Pod, name, value string) {
 // sandbox's hosts share.
 const migrationFile = "/etc/kubernetes/leadermigration.conf"
 
+// withMigration turns Leader Migration on or off in a controller manager's
+// manifest: the two flags and the configuration file's hostPath mount.
 func withMigration(pod *corev1.Pod, on bool) {
 	c := &pod.Spec.Containers[0]
 	c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "leadermigration" })
@@ -263,7 +265,7 @@ func withMigration(pod *corev1.Pod, on bool) {
 	if !on {
 		return
 	}
-	setArg(pod, "enable-leader-migration", "true-flag")
+	setFlag(pod, "enable-leader-migration")
 	setArg(pod, "leader-migration-config", migrationFile)
 	file := corev1.HostPathFile
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "leadermigration", MountPath: migrationFile, ReadOnly: true})
@@ -298,9 +300,10 @@ func ccmManifest(podCIDR string, migration bool) *corev1.Pod {
 	return pod
 }
 
-// onNode runs a shell command on a node as root over SSH, bounded.
-func onNode(sshConfig, host, cmd string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+// onNode runs a shell command on a node as root over SSH, for at most
+// within.
+func onNode(sshConfig, host, cmd string, within time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "ssh", "-F", sshConfig, host, cmd).CombinedOutput()
 	return string(out), err
@@ -316,7 +319,7 @@ echo "ccm healthz: $(curl -sk --max-time 5 https://127.0.0.1:10258/healthz)"`
 func waitNode(sshConfig, host, what string, ok func(string) bool) error {
 	var out string
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
-		out, _ = onNode(sshConfig, host, cmProbe)
+		out, _ = onNode(sshConfig, host, cmProbe, time.Minute)
 		if ok(out) {
 			return nil
 		}
@@ -393,7 +396,7 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 				"kubeadm kubeconfig user --client-name=%s > /etc/kubernetes/cloud-controller-manager.conf.new && "+
 				"mv /etc/kubernetes/cloud-controller-manager.conf.new /etc/kubernetes/cloud-controller-manager.conf; crictl images | grep cairn.internal",
 				filepath.Join(inv.ImagesDir, sandbox.CCMImagesDir), ccmUser)
-			if out, err := onNode(inv.SSHConfig, h, cmd); err != nil {
+			if out, err := onNode(inv.SSHConfig, h, cmd, 2*time.Minute); err != nil {
 				provErrs[i] = fmt.Errorf("%s: the provider's images and credentials: %v\n%s", h, err, out)
 			}
 		}()
@@ -520,7 +523,7 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 	if err != nil {
 		stopFollow()
 		waitFollow()
-		out, _ := onNode(inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 10s get leases,pods -n kube-system -o wide")
+		out, _ := onNode(inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 10s get leases,pods -n kube-system -o wide", 20*time.Second)
 		t.Fatalf("cairn run: %v\n%s\n%s\n%s", err, stdout, stderr.String(), out)
 	}
 	ran := checkRun(t, stdout)

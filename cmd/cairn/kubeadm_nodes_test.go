@@ -271,7 +271,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 
 	// The cluster the runbook built, read from cp0.
 	kc := func(args string) string {
-		out, err := exec.Command("ssh", "-F", inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf "+args).CombinedOutput()
+		out, err := onNode(inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf "+args, time.Minute)
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", args, err, out)
 		}
@@ -466,9 +466,7 @@ func livePIDs() []int {
 func clusterState(sshConfig, sbDir string) string {
 	var b strings.Builder
 	probe := func(host, cmd string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "ssh", "-F", sshConfig, host, cmd).CombinedOutput()
+		out, err := onNode(sshConfig, host, cmd, 20*time.Second)
 		fmt.Fprintf(&b, "--- %s: %s", host, cmd)
 		if err != nil {
 			fmt.Fprintf(&b, " (%v)", err)
