@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
@@ -46,7 +47,7 @@ type bundled struct {
 // setupExecutor, its flags pointing at the rig (k or s may be nil).
 func newBundled(t *testing.T, file string, k *testrig.KubeEnv, s *testrig.SSHEnv, params map[string]string) *bundled {
 	t.Helper()
-	rb := parseBundled(t, file)
+	rb := bundledtest.Parse(t, file)
 	dir := t.TempDir()
 	f := &execFlags{useSandbox: "no", journal: filepath.Join(dir, "journal.jsonl"), kubeconfig: filepath.Join(dir, "no-kubeconfig")}
 	if k != nil {
@@ -108,17 +109,9 @@ type discardSink struct{}
 func (discardSink) Output(string, []byte) {}
 func (discardSink) Event(executor.Event)  {}
 
-// ctxFor is a context that ends with t (or after d).
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 const (
-	kcmLockRole    = "system::leader-locking-kube-controller-manager"
-	migrationLease = "cloud-provider-extraction-migration"
-	kcmUser        = "system:kube-controller-manager"
+	kcmLockRole = "system::leader-locking-kube-controller-manager"
+	kcmUser     = "system:kube-controller-manager"
 )
 
 // TestBundledCCMLeaseRBAC runs the leader-migration runbook's Lease RBAC
@@ -127,7 +120,7 @@ const (
 // (the rig's controller manager runs with --leader-elect=false).
 func TestBundledCCMLeaseRBAC(t *testing.T) {
 	k := testrig.Kube(t)
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := bundledtest.Ctx(t, 3*time.Minute)
 	ccmRole := "cairn-test-ccm-lock-" + k.Namespace[len(k.Namespace)-6:]
 	b := newBundled(t, "ccm-leader-migration.md", k, nil, map[string]string{"CCM_LEADER_ROLE": ccmRole})
 	roles := k.Client.RbacV1().Roles("kube-system")
@@ -187,7 +180,7 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 		if _, err := b.prepare(t, "patch-kcm-lock-role", false); !errors.Is(err, executor.ErrNeedsConfirm) {
 			t.Fatalf("unconfirmed patch: %v, want ErrNeedsConfirm", err)
 		}
-		granted := canI(t, k, "get", migrationLease) && canI(t, k, "update", migrationLease)
+		granted := canI(t, k, "get", bundledtest.MigrationLease) && canI(t, k, "update", bundledtest.MigrationLease)
 		rec := b.verify(t, "patch-kcm-lock-role", true)
 		r, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
 		if err != nil {
@@ -206,8 +199,8 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 			}
 		}
 		for _, verb := range []string{"get", "update"} {
-			if !canI(t, k, verb, migrationLease) {
-				t.Errorf("%s may not %s lease %s after the patch", kcmUser, verb, migrationLease)
+			if !canI(t, k, verb, bundledtest.MigrationLease) {
+				t.Errorf("%s may not %s lease %s after the patch", kcmUser, verb, bundledtest.MigrationLease)
 			}
 		}
 		if otherBefore != canI(t, k, "get", "cairn-unrelated-lease") {
@@ -248,7 +241,7 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 		// leader-electing KCM holds them: client-go's leader election,
 		// renewing. (Still the test, not a KCM: issue #11 brings the real one.)
 		holder := "cp0_" + k.Namespace
-		for _, name := range []string{"kube-controller-manager", migrationLease} {
+		for _, name := range []string{"kube-controller-manager", bundledtest.MigrationLease} {
 			if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Skipf("kube-system already has a %s Lease (%v)", name, err)
 			}
@@ -262,10 +255,10 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 		stopMig := make(chan func(), 1)
 		go func() {
 			time.Sleep(time.Second)
-			stopMig <- holdLease(t, k, migrationLease, holder)
+			stopMig <- holdLease(t, k, bundledtest.MigrationLease, holder)
 		}()
 		b.verify(t, "wait-migration-lease", false)
-		if rec := b.verify(t, "check-owner-kcm", false); !strings.Contains(rec.Output, migrationLease+": "+holder) {
+		if rec := b.verify(t, "check-owner-kcm", false); !strings.Contains(rec.Output, bundledtest.MigrationLease+": "+holder) {
 			t.Errorf("check-owner-kcm printed:\n%s", rec.Output)
 		}
 		// KCM killed: its name stays in both Leases, and the checks fail.
@@ -315,7 +308,7 @@ func isMigrationRule(rules []rbacv1.PolicyRule) bool {
 	}
 	r := rules[0]
 	return slices.Equal(r.APIGroups, []string{"coordination.k8s.io"}) && slices.Equal(r.Resources, []string{"leases"}) &&
-		slices.Equal(r.ResourceNames, []string{migrationLease}) && slices.Equal(r.Verbs, []string{"create", "list", "get", "update"})
+		slices.Equal(r.ResourceNames, []string{bundledtest.MigrationLease}) && slices.Equal(r.Verbs, []string{"create", "list", "get", "update"})
 }
 
 // canI asks the apiserver (a SubjectAccessReview) whether KCM's user may
@@ -328,7 +321,7 @@ func canI(t *testing.T, k *testrig.KubeEnv, verb, name string) bool {
 // canIAs asks the apiserver whether user may verb the kube-system Lease name.
 func canIAs(t *testing.T, k *testrig.KubeEnv, user, verb, name string) bool {
 	t.Helper()
-	sar, err := k.Client.AuthorizationV1().SubjectAccessReviews().Create(ctxFor(t, 20*time.Second), &authorizationv1.SubjectAccessReview{
+	sar, err := k.Client.AuthorizationV1().SubjectAccessReviews().Create(bundledtest.Ctx(t, 20*time.Second), &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: "kube-system", Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: name,
 		}},
@@ -530,7 +523,7 @@ func pathState(t *testing.T, path string) string {
 // verified there).
 func TestBundledCiliumNoFalseGreens(t *testing.T) {
 	k := testrig.Kube(t)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := bundledtest.Ctx(t, 2*time.Minute)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := k.Dynamic.Resource(crds).Get(ctx, "ciliumnodes.cilium.io", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
@@ -551,19 +544,4 @@ func TestBundledCiliumNoFalseGreens(t *testing.T) {
 			t.Logf("%s: %s: %s", id, rec.Status, strings.Join(rec.Reasons, "; "))
 		}
 	}
-}
-
-// parseBundled parses a bundled runbook.
-func parseBundled(t *testing.T, file string) *runbook.Runbook {
-	t.Helper()
-	path := filepath.Join("..", "..", "content", file)
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb, err := runbook.Parse(path, src)
-	if err != nil {
-		t.Fatalf("parse %s: %v", path, err)
-	}
-	return rb
 }

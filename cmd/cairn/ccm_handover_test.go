@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
@@ -31,11 +30,6 @@ type controllerManager struct {
 	gone bool
 }
 
-// Identities the controller managers authenticate as, with client
-// certificates from the sandbox CA: KCM as kubeadm sets it up; the CCM as
-// the user the test's stand-in for a provider's RBAC manifest binds.
-const ccmUser = "cloud-controller-manager"
-
 // startCM adds bin as component name to the rig's sandbox, authenticated as
 // user, with Leader Migration on, the fake cloud provider, and leader
 // election timings short enough for a test (6 s leases, renewed every
@@ -48,13 +42,13 @@ func startCM(t *testing.T, k *testrig.KubeEnv, bin, user, config, name string, e
 		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s", "-v=2"}, extra...)
 	cm := &controllerManager{t: t, sb: k.Sandbox, name: name, log: filepath.Join(k.Sandbox.Dir(), "logs", name+".log")}
 	_ = os.Remove(cm.log) // a name reused by -count=N starts a fresh log
-	if err := k.Sandbox.Add(ctxFor(t, 2*time.Minute), &sandbox.ControllerManager{ComponentName: name, Bin: bin, User: user, Args: args}); err != nil {
+	if err := k.Sandbox.Add(bundledtest.Ctx(t, 2*time.Minute), &sandbox.ControllerManager{ComponentName: name, Bin: bin, User: user, Args: args}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		cm.kill()
 		if t.Failed() {
-			t.Logf("%s (last lines):\n%s", name, tail(cm.text(), 25))
+			t.Logf("%s (last lines):\n%s", name, bundledtest.Tail(cm.text(), 25))
 		}
 	})
 	return cm
@@ -82,12 +76,10 @@ func (c *controllerManager) waitLog(t *testing.T, re string, within time.Duratio
 	rx := regexp.MustCompile(re)
 	for deadline := time.Now().Add(within); !rx.MatchString(c.text()); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: no %q within %s:\n%s", filepath.Base(c.log), re, within, tail(c.text(), 30))
+			t.Fatalf("%s: no %q within %s:\n%s", filepath.Base(c.log), re, within, bundledtest.Tail(c.text(), 30))
 		}
 	}
 }
-
-var cloudControllers = []string{"service-lb-controller", "node-route-controller", "cloud-node-lifecycle-controller"}
 
 // startedBeforeMigrationLock lists the cloud controllers the log shows
 // starting before the process held the migration lease: controllers that
@@ -98,23 +90,12 @@ func startedBeforeMigrationLock(log string) []string {
 		cut = len(log)
 	}
 	var out []string
-	for _, c := range cloudControllers {
-		if startedRe(c).MatchString(log[:cut]) {
+	for _, c := range bundledtest.CloudControllers {
+		if bundledtest.StartedRe(c).MatchString(log[:cut]) {
 			out = append(out, c)
 		}
 	}
 	return out
-}
-
-// startedRe matches either manager's log line for starting controller c
-// (KCM: "Starting controller" controller="c"; the CCM: Starting "c").
-func startedRe(c string) *regexp.Regexp {
-	return regexp.MustCompile(`"Start(ing|ed) controller" controller="` + c + `"|Start(ing|ed) "` + c + `"`)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // TestBundledCCMHandover runs the leader-migration runbook's own blocks
@@ -129,12 +110,12 @@ func tail(s string, n int) string {
 // the CCM starts the cloud controllers at once, under its own lock, while
 // KCM runs them too: the case the runbook used to allow.
 func TestBundledCCMHandover(t *testing.T) {
-	needSandboxBins(t, sandbox.BinKCMN, sandbox.BinCCM)
+	bundledtest.NeedSandboxBins(t, sandbox.BinKCMN, sandbox.BinCCM)
 	k := testrig.Kube(t)
 	s := testrig.SSH(t)
-	ctx := ctxFor(t, 10*time.Minute)
+	ctx := bundledtest.Ctx(t, 10*time.Minute)
 	leases := k.Client.CoordinationV1().Leases("kube-system")
-	for _, name := range []string{"kube-controller-manager", migrationLease, "cloud-controller-manager"} {
+	for _, name := range []string{"kube-controller-manager", bundledtest.MigrationLease, "cloud-controller-manager"} {
 		if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Skipf("kube-system already has a %s Lease (%v)", name, err)
 		}
@@ -153,9 +134,9 @@ func TestBundledCCMHandover(t *testing.T) {
 	// and changes nothing); the CCM's Role, from the provider's manifest
 	// (played by the test), gains the rule, and without it the CCM could
 	// never take the lease: the handover below depends on the patch.
-	providerRBAC(t, k.Client)
-	if canIAs(t, k, ccmUser, "update", migrationLease) {
-		t.Fatalf("%s may update the migration lease before the runbook grants it", ccmUser)
+	bundledtest.ProviderRBAC(t, k.Client)
+	if canIAs(t, k, bundledtest.CCMUser, "update", bundledtest.MigrationLease) {
+		t.Fatalf("%s may update the migration lease before the runbook grants it", bundledtest.CCMUser)
 	}
 	b.verify(t, "get-kcm-lock-role", false)
 	if rec := b.verify(t, "patch-kcm-lock-role", true); !strings.Contains(rec.Output, "already granted") {
@@ -163,19 +144,19 @@ func TestBundledCCMHandover(t *testing.T) {
 	}
 	b.verify(t, "patch-ccm-lock-role", true)
 	b.verify(t, "can-i-migration-lease", false)
-	if !canIAs(t, k, ccmUser, "update", migrationLease) || !canIAs(t, k, ccmUser, "update", "cloud-controller-manager") {
-		t.Fatalf("after patch-ccm-lock-role %s cannot update both leases", ccmUser)
+	if !canIAs(t, k, bundledtest.CCMUser, "update", bundledtest.MigrationLease) || !canIAs(t, k, bundledtest.CCMUser, "update", "cloud-controller-manager") {
+		t.Fatalf("after patch-ccm-lock-role %s cannot update both leases", bundledtest.CCMUser)
 	}
 
 	rec := b.verify(t, "write-kcm-config-wildcard", false)
-	for _, c := range cloudControllers {
+	for _, c := range bundledtest.CloudControllers {
 		if !strings.Contains(rec.Output, "name: "+c) {
 			t.Fatalf("the written configuration lacks %s:\n%s", c, rec.Output)
 		}
 	}
 
 	// Version N: KCM leader-elects with Leader Migration.
-	kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+	kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n", "--controllers=serviceaccount-token-controller,"+strings.Join(bundledtest.CloudControllers, ","))
 	// The runbook starts with KCM running: wait until it leads.
 	kcm.waitLog(t, `acquired lease kube-system/kube-controller-manager`, 30*time.Second)
 	b.verify(t, "check-kcm-lease", false)
@@ -183,14 +164,14 @@ func TestBundledCCMHandover(t *testing.T) {
 	if rec := b.verify(t, "check-owner-kcm", false); !strings.Contains(rec.Output, "owner: kube-controller-manager") {
 		t.Errorf("check-owner-kcm:\n%s", rec.Output)
 	}
-	kcm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+	kcm.waitLog(t, bundledtest.StartedRe("service-lb-controller").String(), 30*time.Second)
 	if early := startedBeforeMigrationLock(kcm.text()); len(early) > 0 {
 		t.Errorf("KCM started %v before it held the migration lease", early)
 	}
 
 	// Version N+1: the CCM joins, takes its own lease, and waits.
 	b.verify(t, "write-ccm-config-wildcard", false)
-	ccm := startCM(t, k, sandbox.BinCCM, ccmUser, config, "ccm")
+	ccm := startCM(t, k, sandbox.BinCCM, bundledtest.CCMUser, config, "ccm")
 	b.verify(t, "wait-ccm-lease", false)
 	if rec := b.verify(t, "check-owner-mixed", false); !strings.Contains(rec.Output, "owner: kube-controller-manager") {
 		t.Errorf("check-owner-mixed while KCM holds the lock:\n%s", rec.Output)
@@ -211,7 +192,7 @@ func TestBundledCCMHandover(t *testing.T) {
 	if d := time.Since(killed); d > 40*time.Second {
 		t.Errorf("the handover took %s", d)
 	}
-	ccm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+	ccm.waitLog(t, bundledtest.StartedRe("service-lb-controller").String(), 30*time.Second)
 	if early := startedBeforeMigrationLock(ccm.text()); len(early) > 0 {
 		t.Errorf("the CCM started %v before it held the migration lease", early)
 	}
@@ -222,7 +203,7 @@ func TestBundledCCMHandover(t *testing.T) {
 
 	// Rollback: version N comes back and the CCM goes (a node rolled back);
 	// the lease returns to KCM.
-	kcm = startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n-rollback", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+	kcm = startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n-rollback", "--controllers=serviceaccount-token-controller,"+strings.Join(bundledtest.CloudControllers, ","))
 	kcm.waitLog(t, `acquired lease kube-system/kube-controller-manager`, 30*time.Second)
 	ccm.kill()
 	rollback := newBundled(t, "ccm-leader-migration.md", k, s, map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host,
@@ -239,7 +220,7 @@ func TestBundledCCMHandover(t *testing.T) {
 		t.Errorf("remove-migration-config left %s (%v)", config, err)
 	}
 	b.verify(t, "delete-migration-lease", true)
-	if _, err := leases.Get(ctx, migrationLease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := leases.Get(ctx, bundledtest.MigrationLease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the migration lease is still there (%v)", err)
 	}
 
@@ -248,7 +229,7 @@ func TestBundledCCMHandover(t *testing.T) {
 	// every controller. The same handover: the CCM waits while KCM holds
 	// the migration lease, then takes it over when KCM dies.
 	t.Run("explicit-config", func(t *testing.T) {
-		for _, name := range []string{"kube-controller-manager", migrationLease, "cloud-controller-manager"} {
+		for _, name := range []string{"kube-controller-manager", bundledtest.MigrationLease, "cloud-controller-manager"} {
 			_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
 		}
 		kcmFile, ccmFile := filepath.Join(t.TempDir(), "kcm-leadermigration.conf"), filepath.Join(t.TempDir(), "ccm-leadermigration.conf")
@@ -263,10 +244,10 @@ func TestBundledCCMHandover(t *testing.T) {
 		if rec := onCCM.verify(t, "write-ccm-config-explicit", false); strings.Count(rec.Output, "component: cloud-controller-manager") != 3 {
 			t.Fatalf("write-ccm-config-explicit:\n%s", rec.Output)
 		}
-		kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, kcmFile, "kcm-n-explicit", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
+		kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, kcmFile, "kcm-n-explicit", "--controllers=serviceaccount-token-controller,"+strings.Join(bundledtest.CloudControllers, ","))
 		onKCM.verify(t, "wait-migration-lease", false)
-		kcm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
-		ccm := startCM(t, k, sandbox.BinCCM, ccmUser, ccmFile, "ccm-explicit")
+		kcm.waitLog(t, bundledtest.StartedRe("service-lb-controller").String(), 30*time.Second)
+		ccm := startCM(t, k, sandbox.BinCCM, bundledtest.CCMUser, ccmFile, "ccm-explicit")
 		onCCM.verify(t, "wait-ccm-lease", false)
 		time.Sleep(3 * time.Second)
 		if early := startedBeforeMigrationLock(ccm.text()); len(early) > 0 {
@@ -276,7 +257,7 @@ func TestBundledCCMHandover(t *testing.T) {
 		if rec := onCCM.verify(t, "check-owner-ccm", false); !strings.Contains(rec.Output, "owner: cloud-controller-manager") {
 			t.Errorf("check-owner-ccm:\n%s", rec.Output)
 		}
-		ccm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+		ccm.waitLog(t, bundledtest.StartedRe("service-lb-controller").String(), 30*time.Second)
 		if early := startedBeforeMigrationLock(ccm.text()); len(early) > 0 {
 			t.Errorf("the CCM started %v before it held the migration lease", early)
 		}
@@ -286,66 +267,20 @@ func TestBundledCCMHandover(t *testing.T) {
 	// The old names: the CCM does not recognise them as its controllers'
 	// and starts those under its own lock at once, beside the KCM.
 	t.Run("legacy-names-run-twice", func(t *testing.T) {
-		for _, name := range []string{"kube-controller-manager", migrationLease, "cloud-controller-manager"} {
+		for _, name := range []string{"kube-controller-manager", bundledtest.MigrationLease, "cloud-controller-manager"} {
 			_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
 		}
 		legacy := newBundled(t, "ccm-leader-migration.md", k, s, map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host,
 			"LEADER_MIGRATION_FILE": config, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "legacy", "DISABLE_LEADER_MIGRATION": "true"})
 		legacy.verify(t, "write-ccm-config-wildcard", false)
-		kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n-legacy", "--controllers=serviceaccount-token-controller,"+strings.Join(cloudControllers, ","))
-		kcm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
-		ccm := startCM(t, k, sandbox.BinCCM, ccmUser, config, "ccm-legacy")
-		ccm.waitLog(t, startedRe("service-lb-controller").String(), 30*time.Second)
+		kcm := startCM(t, k, sandbox.BinKCMN, kcmUser, config, "kcm-n-legacy", "--controllers=serviceaccount-token-controller,"+strings.Join(bundledtest.CloudControllers, ","))
+		kcm.waitLog(t, bundledtest.StartedRe("service-lb-controller").String(), 30*time.Second)
+		ccm := startCM(t, k, sandbox.BinCCM, bundledtest.CCMUser, config, "ccm-legacy")
+		ccm.waitLog(t, bundledtest.StartedRe("service-lb-controller").String(), 30*time.Second)
 		if len(startedBeforeMigrationLock(kcm.text())) == 0 || len(startedBeforeMigrationLock(ccm.text())) == 0 {
 			t.Errorf("with legacy names both sides should run the cloud controllers under their own locks; KCM early %v, CCM early %v",
 				startedBeforeMigrationLock(kcm.text()), startedBeforeMigrationLock(ccm.text()))
 		}
 		legacy.verify(t, "remove-migration-config", true)
 	})
-}
-
-// providerRBAC plays what a cloud provider's RBAC manifest gives its CCM
-// (here the user ccmUser): read access, events, delegated authn/authz, and
-// a leader-locking Role in kube-system for its own lease only, named as the
-// runbook's CCM_LEADER_ROLE default. Removed at cleanup.
-func providerRBAC(t *testing.T, client kubernetes.Interface) {
-	t.Helper()
-	ctx := ctxFor(t, time.Minute)
-	rbac := client.RbacV1()
-	subj := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ccmUser}}
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cairn-test:cloud-controller-manager"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
-		{APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status", "services/status"}, Verbs: []string{"patch", "update"}},
-		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-	}}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "system::leader-locking-cloud-controller-manager", Namespace: "kube-system"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"cloud-controller-manager"}, Verbs: []string{"get", "update"}},
-	}}
-	if _, err := rbac.ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{}) })
-	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name}, Subjects: subj,
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), cr.Name, metav1.DeleteOptions{}) })
-	if _, err := rbac.Roles("kube-system").Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rbac.Roles("kube-system").Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
-	for _, rb := range []*rbacv1.RoleBinding{
-		{ObjectMeta: metav1.ObjectMeta{Name: "cairn-test:ccm-leader-locking"}, Subjects: subj, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "cairn-test:ccm-authentication-reader"}, Subjects: subj, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"}},
-	} {
-		if _, err := rbac.RoleBindings("kube-system").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = rbac.RoleBindings("kube-system").Delete(context.Background(), rb.Name, metav1.DeleteOptions{})
-		})
-	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
@@ -46,7 +47,7 @@ type ciliumRig struct {
 
 func newCiliumRig(t *testing.T) *ciliumRig {
 	t.Helper()
-	needSandboxBins(t, sandbox.BinCiliumOperator, sandbox.BinHelm, "charts/cilium/Chart.yaml")
+	bundledtest.NeedSandboxBins(t, sandbox.BinCiliumOperator, sandbox.BinHelm, "charts/cilium/Chart.yaml")
 	k := testrig.Kube(t)
 	bin := sandbox.BinDir()
 	// The blocks' helm and kubectl are the sandbox's; helm keeps its
@@ -64,7 +65,7 @@ func newCiliumRig(t *testing.T) *ciliumRig {
 // helm runs the sandbox's helm against the sandbox cluster.
 func (r *ciliumRig) helm(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := bundledtest.Ctx(t, 2*time.Minute)
 	cmd := exec.CommandContext(ctx, "helm", append([]string{"--kubeconfig", r.k.Kubeconfig, "--kube-context", r.k.Context}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -77,7 +78,7 @@ func (r *ciliumRig) helm(t *testing.T, args ...string) string {
 // operator, reading cilium-config as it is now.
 func (r *ciliumRig) operator(t *testing.T, restart bool) {
 	t.Helper()
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := bundledtest.Ctx(t, 2*time.Minute)
 	op := &sandbox.CiliumOperator{Namespace: r.ns}
 	if restart {
 		if err := r.k.Sandbox.Remove(ctx, op.Name(), false); err != nil {
@@ -92,7 +93,7 @@ func (r *ciliumRig) operator(t *testing.T, restart bool) {
 // waitNodes polls the CiliumNodes until ok holds for each, or fails t.
 func (r *ciliumRig) waitNodes(t *testing.T, what string, names []string, ok func(u *unstructured.Unstructured) bool) {
 	t.Helper()
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := bundledtest.Ctx(t, 2*time.Minute)
 	nodes := r.k.Dynamic.Resource(ciliumNodes)
 	var last []string
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -113,7 +114,7 @@ func (r *ciliumRig) waitNodes(t *testing.T, what string, names []string, ok func
 // or, with pool set, its allocation from that pool (multi-pool).
 func (r *ciliumRig) podCIDRs(t *testing.T, names []string, pool string) map[string][]string {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := bundledtest.Ctx(t, 30*time.Second)
 	got := map[string][]string{}
 	for _, n := range names {
 		u, err := r.k.Dynamic.Resource(ciliumNodes).Get(ctx, n, metav1.GetOptions{})
@@ -146,7 +147,7 @@ func nodeCIDRs(u *unstructured.Unstructured, pool string) []string {
 // the operator fills in.
 func (r *ciliumRig) agentNodes(t *testing.T, names []string, podCIDRs map[string]string) {
 	t.Helper()
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := bundledtest.Ctx(t, 30*time.Second)
 	for _, n := range names {
 		if _, err := r.k.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"kubernetes.io/hostname": n}}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -178,7 +179,7 @@ func (r *ciliumRig) request(t *testing.T, node string, needs map[string]int) {
 		return req[i].(map[string]any)["pool"].(string) < req[j].(map[string]any)["pool"].(string)
 	})
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"ipam": map[string]any{"pools": map[string]any{"requested": req}}}})
-	if _, err := r.k.Dynamic.Resource(ciliumNodes).Patch(ctxFor(t, 30*time.Second), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := r.k.Dynamic.Resource(ciliumNodes).Patch(bundledtest.Ctx(t, 30*time.Second), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -212,7 +213,7 @@ func (r *ciliumRig) cleanup(t *testing.T) {
 func TestBundledCiliumMigration(t *testing.T) {
 	r := newCiliumRig(t)
 	k := r.k
-	ctx := ctxFor(t, 10*time.Minute)
+	ctx := bundledtest.Ctx(t, 10*time.Minute)
 	r.cleanup(t)
 	t.Cleanup(func() { r.cleanup(t) })
 	testNS := k.Namespace + "-ipam"
@@ -483,7 +484,7 @@ spec:
 
 func waitEstablished(t *testing.T, k *testrig.KubeEnv, name string) {
 	t.Helper()
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := bundledtest.Ctx(t, 2*time.Minute)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		u, err := k.Dynamic.Resource(crds).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -503,7 +504,7 @@ func waitEstablished(t *testing.T, k *testrig.KubeEnv, name string) {
 
 func daemonSetTemplate(t *testing.T, k *testrig.KubeEnv, ns, name string) corev1.PodTemplateSpec {
 	t.Helper()
-	ds, err := k.Client.AppsV1().DaemonSets(ns).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
+	ds, err := k.Client.AppsV1().DaemonSets(ns).Get(bundledtest.Ctx(t, 30*time.Second), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +514,7 @@ func daemonSetTemplate(t *testing.T, k *testrig.KubeEnv, ns, name string) corev1
 func deploymentTemplate(t *testing.T, k *testrig.KubeEnv, ns, name string) corev1.PodTemplateSpec {
 	t.Helper()
 	var d *appsv1.Deployment
-	d, err := k.Client.AppsV1().Deployments(ns).Get(ctxFor(t, 30*time.Second), name, metav1.GetOptions{})
+	d, err := k.Client.AppsV1().Deployments(ns).Get(bundledtest.Ctx(t, 30*time.Second), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
 
@@ -63,28 +64,6 @@ func TestExportBundleDeterministic(t *testing.T) {
 	}
 }
 
-var (
-	blockLine  = regexp.MustCompile(`^\[\d+/\d+\] (\S+)`)
-	resultLine = regexp.MustCompile(`^  (✓ verified|✗ [a-z]+)`)
-)
-
-// outcomes reads `cairn run`'s (and the exported script's) progress lines:
-// block id → "✓ verified" or "✗ failed" …, in order.
-func outcomes(out string) []string {
-	var res []string
-	cur := ""
-	for _, l := range strings.Split(out, "\n") {
-		if m := blockLine.FindStringSubmatch(l); m != nil {
-			cur = m[1]
-		}
-		if m := resultLine.FindStringSubmatch(l); m != nil && cur != "" {
-			res = append(res, cur+" "+m[1])
-			cur = ""
-		}
-	}
-	return res
-}
-
 // TestExportedPracticeAgainstSandbox runs the practice runbook with `cairn
 // run` and as an exported script (kubectl, ssh and scp as its only
 // clients) against the same sandbox: the same blocks pass, the same block
@@ -129,7 +108,7 @@ func TestExportedPracticeAgainstSandbox(t *testing.T) {
 	}
 	// pod-running fails; only the always=true clean-up runs after it (its
 	// host clean-up; the deletions need a confirmation nobody gives here).
-	want := outcomes(stdout.String())
+	want := bundledtest.Outcomes(stdout.String())
 	if strings.Join(want[max(len(want)-3, 0):], ",") != "pod-running ✗ failed,ssh-cleanup ✓ verified,ssh-cleanup-source ✓ verified" ||
 		!strings.Contains(stderr.String(), `(block "pod-running"); after fixing, resume with: cairn run`) {
 		t.Fatalf("cairn run did not stop at pod-running and clean up: %v\n%s\n%s", want, stdout.String(), stderr.String())
@@ -173,7 +152,7 @@ func TestExportedPracticeAgainstSandbox(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("script: exit %d, want 1 (the failing step)\n%s\n%s", code, out, errOut)
 	}
-	if got := outcomes(out); strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if got := bundledtest.Outcomes(out); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the script and cairn run differ:\nscript:    %v\ncairn run: %v\n%s", got, want, out)
 	}
 	for _, w := range []string{`block "pod-running" (step "fail"`, `expected: exit status 0; output contains "Running"`, `problem:  output does not contain "Running"`, "--from fail"} {
@@ -200,7 +179,7 @@ func TestExportedPracticeAgainstSandbox(t *testing.T) {
 		t.Errorf("--from cleanup without --yes: exit %d\n%s", code, out)
 	}
 	code, out, errOut = sh("--from", "cleanup", "--yes")
-	if code != 0 || strings.Join(outcomes(out), ",") != "ssh-cleanup ✓ verified,ssh-cleanup-source ✓ verified,delete-ns ✓ verified,delete-crd ✓ verified" {
+	if code != 0 || strings.Join(bundledtest.Outcomes(out), ",") != "ssh-cleanup ✓ verified,ssh-cleanup-source ✓ verified,delete-ns ✓ verified,delete-crd ✓ verified" {
 		t.Fatalf("--from cleanup --yes: exit %d\n%s\n%s", code, out, errOut)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -22,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
@@ -41,7 +41,7 @@ type kubeadmRig struct {
 
 func newKubeadmRig(t *testing.T) *kubeadmRig {
 	t.Helper()
-	needSandboxBins(t)
+	bundledtest.NeedSandboxBins(t)
 	k, s := testrig.Full(t)
 	if s.Inventory.Mode != sandbox.NetworkNamespaces {
 		t.Skip("the kubeadm runbook needs hosts with their own /etc/kubernetes (netns mode, root)")
@@ -222,7 +222,7 @@ func TestBundledKubeadmInitAndJoin(t *testing.T) {
 	}
 	// refresh-token made a bootstrap token just now (the engine hands the
 	// test only masked secrets; the Secret says it exists).
-	ctx := ctxFor(t, time.Minute)
+	ctx := bundledtest.Ctx(t, time.Minute)
 	sec, err := r.k.Client.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "type=bootstrap.kubernetes.io/token"})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func TestBundledKubeadmJoinRejectsWrongValues(t *testing.T) {
 				t.Fatalf("join with a wrong %s verified:\n%s", tc.capture, rec.Output)
 			}
 			if tc.want != "" && !strings.Contains(rec.Output, tc.want) {
-				t.Errorf("join with a wrong %s: %s %q, output lacks %q:\n%s", tc.capture, rec.Status, rec.Reasons, tc.want, tail(rec.Output, 15))
+				t.Errorf("join with a wrong %s: %s %q, output lacks %q:\n%s", tc.capture, rec.Status, rec.Reasons, tc.want, bundledtest.Tail(rec.Output, 15))
 			}
 		})
 	}
@@ -350,13 +350,13 @@ func TestBundledKubeadmExternalEtcd(t *testing.T) {
 	// kubeadm init (dry-run) with the external members in its configuration.
 	b.verify(t, "write-kubeadm-config", true)
 	if rec := b.verify(t, "init-external", true); !strings.Contains(rec.Output, "https://etcd0:2379") {
-		t.Errorf("init-external: the apiserver manifest lacks the external etcd endpoints:\n%s", tail(rec.Output, 30))
+		t.Errorf("init-external: the apiserver manifest lacks the external etcd endpoints:\n%s", bundledtest.Tail(rec.Output, 30))
 	}
 
 	// Re-uploading the certificates with the external configuration puts
 	// the etcd client pair in kubeadm-certs too.
 	b.verify(t, "refresh-cert-key-external", false)
-	sec, err := r.k.Client.CoreV1().Secrets("kube-system").Get(ctxFor(t, time.Minute), "kubeadm-certs", metav1.GetOptions{})
+	sec, err := r.k.Client.CoreV1().Secrets("kube-system").Get(bundledtest.Ctx(t, time.Minute), "kubeadm-certs", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestBundledKubeadmExternalEtcd(t *testing.T) {
 	}
 
 	// A member dies: the check names it and fails (after its retries).
-	if err := r.sb.Remove(ctxFor(t, time.Minute), "etcd-etcd2", true); err != nil {
+	if err := r.sb.Remove(bundledtest.Ctx(t, time.Minute), "etcd-etcd2", true); err != nil {
 		t.Fatal(err)
 	}
 	rec = b.run(t, "check-etcd-health", false, 2*time.Minute)
@@ -407,7 +407,7 @@ func TestBundledKubeadmScpCerts(t *testing.T) {
 	t.Cleanup(clean)
 	homeBefore := pathState(t, s.Inventory.Home)
 
-	env := startAdminAgent(t, s.Inventory.IdentityFile)
+	env := bundledtest.StartAdminAgent(t, s.Inventory.IdentityFile)
 
 	// asAdmin runs the manual block id's text in a root shell on cp0 reached
 	// with ssh -A, the runbook's parameters in its environment.
@@ -417,7 +417,7 @@ func TestBundledKubeadmScpCerts(t *testing.T) {
 		if blk == nil || blk.Target != runbook.TargetManual {
 			t.Fatalf("%s: no manual block", id)
 		}
-		out, err := runAsAdmin(ctxFor(t, time.Minute), s.Inventory, env, r.cp0, blk.Content, b.params)
+		out, err := bundledtest.RunAsAdmin(bundledtest.Ctx(t, time.Minute), s.Inventory, env, r.cp0, blk.Content, b.params)
 		if err != nil {
 			t.Fatalf("%s on %s: %v\n%s", id, r.cp0, err, out)
 		}
@@ -472,53 +472,4 @@ func TestBundledKubeadmScpCerts(t *testing.T) {
 	if got := pathState(t, s.Inventory.Home); got != homeBefore {
 		t.Errorf("this machine's %s changed: %s, was %s", s.Inventory.Home, got, homeBefore)
 	}
-}
-
-// startAdminAgent starts the administrator's ssh-agent (a real one, on its
-// own socket, killed at the end) holding the key identity, and returns the
-// environment that reaches it.
-func startAdminAgent(t *testing.T, identity string) []string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "agent.sock")
-	agent := exec.Command("ssh-agent", "-D", "-a", sock)
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
-	env := append(os.Environ(), "SSH_AUTH_SOCK="+sock)
-	if !waitForFile(sock, 5*time.Second) {
-		t.Fatal("ssh-agent made no socket")
-	}
-	add := exec.Command("ssh-add", identity)
-	add.Env = env
-	if out, err := add.CombinedOutput(); err != nil {
-		t.Fatalf("ssh-add: %v\n%s", err, out)
-	}
-	return env
-}
-
-// runAsAdmin runs script in a root shell on host reached with ssh -A (the
-// agent in env forwarded, as the kubeadm runbook's scp path has the
-// administrator do), with the scp path's parameters exported.
-func runAsAdmin(ctx context.Context, inv *sandbox.Inventory, env []string, host, script string, params map[string]string) (string, error) {
-	var b strings.Builder
-	b.WriteString("set -e\n")
-	for _, k := range []string{"CONTROL_PLANE_HOSTS", "COPY_USER", "ETCD_TOPOLOGY"} {
-		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(params[k]))
-	}
-	b.WriteString(script)
-	cmd := exec.CommandContext(ctx, "ssh", "-A", "-F", inv.SSHConfig, host, "sudo -E -s")
-	cmd.Env = env
-	cmd.Stdin = strings.NewReader(b.String())
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func waitForFile(path string, limit time.Duration) bool {
-	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
-			return true
-		}
-	}
-	return false
 }

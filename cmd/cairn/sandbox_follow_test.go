@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
@@ -81,27 +82,6 @@ func (d *realDaemon) waitSaid(t *testing.T, line string) {
 	}
 }
 
-// needSandboxBins skips (fails under CI) without the server binaries and
-// the extra ones named (sandbox.BinKCMN, ...).
-func needSandboxBins(t *testing.T, extra ...string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a sandbox")
-	}
-	err := sandbox.CheckBins(sandbox.BinDir())
-	for _, b := range extra {
-		if _, serr := os.Stat(filepath.Join(sandbox.BinDir(), b)); serr != nil && err == nil {
-			err = fmt.Errorf("%s not built (scripts/sandbox-bins.sh): %w", b, serr)
-		}
-	}
-	if err != nil {
-		if testrig.InCI() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-}
-
 // sandboxCLI runs `cairn sandbox ARGS...` in-process.
 func sandboxCLI(t *testing.T, args ...string) string {
 	t.Helper()
@@ -121,7 +101,7 @@ func sandboxCLI(t *testing.T, args ...string) string {
 // once `cairn sandbox up` has started it, and are refused again (not
 // "connection refused" mid-run) after `cairn sandbox down`.
 func TestExecutorFollowsSandbox(t *testing.T) {
-	needSandboxBins(t)
+	bundledtest.NeedSandboxBins(t)
 	sbDir := filepath.Join(t.TempDir(), "sb")
 	t.Setenv(sandbox.EnvStateDir, sbDir)
 	t.Setenv("KUBECONFIG", "")
@@ -183,7 +163,7 @@ func TestExecutorFollowsSandbox(t *testing.T) {
 // sandbox in the background, reports each stage, and then runs blocks on
 // it. A second executor reuses the running sandbox.
 func TestServeStartsSandbox(t *testing.T) {
-	needSandboxBins(t)
+	bundledtest.NeedSandboxBins(t)
 	real := sandbox.BinDir()
 	tmp := t.TempDir()
 	sbDir, binDir := filepath.Join(tmp, "sb"), filepath.Join(tmp, "bin")

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
 
@@ -235,7 +236,7 @@ func TestSecurityManifestInjection(t *testing.T) {
 	for i, v := range []string{escalation, "nginx\"\n  hostNetwork: true\n  x: \"", "nginx\n  serviceAccountName: default"} {
 		params["TEST_IMAGE"] = v
 		rec, stream := d.run(t, "cilium-multipool", "apply-other-pool-pod", params, false)
-		ctx := ctxFor(t, 20*time.Second)
+		ctx := bundledtest.Ctx(t, 20*time.Second)
 		crbs, err := k.Client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)

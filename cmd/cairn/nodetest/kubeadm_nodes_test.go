@@ -1,4 +1,4 @@
-package main
+package nodetest
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
@@ -35,7 +36,7 @@ var nodeBins = []string{"kube-scheduler", "kube-proxy", "coredns", "pause", "etc
 // What the test itself does is start and stop the sandbox, and read the
 // cluster afterwards.
 func TestBundledKubeadmOnNodes(t *testing.T) {
-	needSandboxBins(t, nodeBins...)
+	bundledtest.NeedSandboxBins(t, nodeBins...)
 	if os.Geteuid() != 0 {
 		t.Skip("sandbox nodes need root (network, mount and PID namespaces)")
 	}
@@ -98,7 +99,7 @@ type terminal struct {
 	out     bytes.Buffer
 	seen    int
 	block   string
-	answers *io.PipeWriter
+	answers io.Writer
 	do      func(block string) error
 	errs    []error
 }
@@ -165,7 +166,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
 	dir := t.TempDir()
 	sbDir := filepath.Join(dir, "sb")
-	sb, err := sandbox.Up(ctxFor(t, 3*time.Minute), sandbox.Options{StateDir: sbDir, DieWithParent: true, Nodes: true,
+	sb, err := sandbox.Up(bundledtest.Ctx(t, 3*time.Minute), sandbox.Options{StateDir: sbDir, DieWithParent: true, Nodes: true,
 		EtcdHosts: etcdHosts, Progress: func(m string) { t.Log(m) }})
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 		// the joins (what a reader does after the 2-hour key expired).
 		params["REFRESH_JOIN"] = "true"
 	}
-	args := []string{"run", filepath.Join("..", "..", "content", "kubeadm-ha.md"), "--sandbox", "no",
+	args := []string{"run", bundledtest.Path("kubeadm-ha.md"), "--sandbox", "no",
 		"--kubeconfig", filepath.Join(dir, "no-kubeconfig"),
 		"--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts, "--identity", inv.IdentityFile,
 		"--journal", filepath.Join(dir, "journal.jsonl")}
@@ -200,8 +201,12 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 		args = append(args, "--param", k+"="+v)
 	}
 	var stderr bytes.Buffer
-	rb := parseBundled(t, "kubeadm-ha.md")
-	stdin, answers := io.Pipe()
+	rb := bundledtest.Parse(t, "kubeadm-ha.md")
+	stdin, answers, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
 	defer answers.Close()
 	var adminEnv []string
 	stdout := &terminal{answers: answers, do: func(block string) error {
@@ -209,9 +214,9 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 		// sandbox's; the certificate copies are the person's to make.
 		switch block {
 		case "ssh-agent-session":
-			adminEnv = startAdminAgent(t, inv.IdentityFile)
+			adminEnv = bundledtest.StartAdminAgent(t, inv.IdentityFile)
 		case "scp-certs", "scp-etcd-ca-key", "scp-etcd-client-cert":
-			out, err := runAsAdmin(ctxFor(t, time.Minute), inv, adminEnv, "cp0", rb.BlockByID(block).Content, params)
+			out, err := bundledtest.RunAsAdmin(bundledtest.Ctx(t, time.Minute), inv, adminEnv, "cp0", rb.BlockByID(block).Content, params)
 			t.Logf("the person at the terminal ran %s on cp0:\n%s", block, out)
 			return err
 		}
@@ -220,14 +225,13 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	if dist != "scp" {
 		args = append(args, "--yes")
 	}
-	m := &Main{Stdin: stdin, Stdout: stdout, Stderr: &stderr}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	runStart := time.Now()
-	err = m.Run(ctx, args)
+	err = cairn(ctx, stdin, stdout, &stderr, args...)
 	phase("cairn run kubeadm-ha", runStart)
 	if err != nil {
-		failedRun = tail(stdout.String(), 40) + "\n" + stderr.String() + "\n" + clusterState(inv.SSHConfig, sbDir)
+		failedRun = bundledtest.Tail(stdout.String(), 40) + "\n" + stderr.String() + "\n" + clusterState(inv.SSHConfig, sbDir)
 		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout, stderr.String())
 	}
 	ran := checkRun(t, stdout)
@@ -344,7 +348,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	// Tear-down leaves nothing behind: no process of a node, no cgroup, no
 	// mount, no state.
 	downStart := time.Now()
-	if err := sb.Down(ctxFor(t, 2*time.Minute)); err != nil {
+	if err := sb.Down(bundledtest.Ctx(t, 2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	stopped = true
@@ -363,7 +367,7 @@ func checkRun(t *testing.T, tm *terminal) map[string]bool {
 		t.Error(e)
 	}
 	ran := map[string]bool{}
-	for _, o := range outcomes(tm.String()) {
+	for _, o := range bundledtest.Outcomes(tm.String()) {
 		id, status, _ := strings.Cut(o, " ")
 		if status != "✓ verified" {
 			t.Errorf("block %s: %s", id, status)
@@ -471,7 +475,7 @@ func clusterState(sshConfig, sbDir string) string {
 		if err != nil {
 			fmt.Fprintf(&b, " (%v)", err)
 		}
-		fmt.Fprintf(&b, "\n%s\n", tail(string(out), 30))
+		fmt.Fprintf(&b, "\n%s\n", bundledtest.Tail(string(out), 30))
 	}
 	kc := "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 10s "
 	probe("cp0", kc+"get nodes -o wide")
@@ -482,7 +486,7 @@ func clusterState(sshConfig, sbDir string) string {
 	}
 	for _, h := range []string{"cp0", "cp1", "cp2", "w0"} {
 		if data, err := os.ReadFile(filepath.Join(sbDir, "logs", "kubelet-"+h+".log")); err == nil {
-			fmt.Fprintf(&b, "--- kubelet-%s.log\n%s\n", h, tail(string(data), 25))
+			fmt.Fprintf(&b, "--- kubelet-%s.log\n%s\n", h, bundledtest.Tail(string(data), 25))
 		}
 	}
 	return b.String()

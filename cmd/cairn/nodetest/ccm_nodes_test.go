@@ -1,11 +1,10 @@
-package main
+package nodetest
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
 )
@@ -113,7 +113,7 @@ func (l *cmLogs) tails(n int) string {
 	for _, f := range files {
 		data, _ := os.ReadFile(f)
 		rel, _ := filepath.Rel(l.dir, f)
-		fmt.Fprintf(&b, "--- %s (first seen %s)\n%s\n", rel, l.seen[f].Format(time.TimeOnly), tail(string(data), n))
+		fmt.Fprintf(&b, "--- %s (first seen %s)\n%s\n", rel, l.seen[f].Format(time.TimeOnly), bundledtest.Tail(string(data), n))
 	}
 	return b.String()
 }
@@ -174,8 +174,8 @@ func (l *cmLogs) lockViolations(st ccmStages) (violations []string, underLock ma
 				migrated = true
 				continue
 			}
-			for _, c := range cloudControllers {
-				if !startedRe(c).MatchString(ln.msg) {
+			for _, c := range bundledtest.CloudControllers {
+				if !bundledtest.StartedRe(c).MatchString(ln.msg) {
 					continue
 				}
 				switch {
@@ -395,7 +395,7 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 			cmd := fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; "+
 				"kubeadm kubeconfig user --client-name=%s > /etc/kubernetes/cloud-controller-manager.conf.new && "+
 				"mv /etc/kubernetes/cloud-controller-manager.conf.new /etc/kubernetes/cloud-controller-manager.conf; crictl images | grep cairn.internal",
-				filepath.Join(inv.ImagesDir, sandbox.CCMImagesDir), ccmUser)
+				filepath.Join(inv.ImagesDir, sandbox.CCMImagesDir), bundledtest.CCMUser)
 			if out, err := onNode(inv.SSHConfig, h, cmd, 2*time.Minute); err != nil {
 				provErrs[i] = fmt.Errorf("%s: the provider's images and credentials: %v\n%s", h, err, out)
 			}
@@ -407,7 +407,7 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 			t.Fatal(err)
 		}
 	}
-	providerRBAC(t, client)
+	bundledtest.ProviderRBAC(t, client)
 	t.Logf("phase %-28s %6.1fs", "provider's images, credentials", time.Since(provStart).Seconds())
 
 	// Version N: the runbook starts from a control plane whose
@@ -504,21 +504,25 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 		"LEADER_MIGRATION_FILE": migrationFile, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true"}
 	// Interactive, as a reader runs it: cairn run waits at each manual
 	// step until the terminal has done it (with --yes it would go on).
-	args := []string{"run", filepath.Join("..", "..", "content", "ccm-leader-migration.md"), "--sandbox", "no",
+	args := []string{"run", bundledtest.Path("ccm-leader-migration.md"), "--sandbox", "no",
 		"--kubeconfig", kubeconfig,
 		"--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts, "--identity", inv.IdentityFile,
 		"--journal", filepath.Join(dir, "ccm-journal.jsonl")}
 	for k, v := range params {
 		args = append(args, "--param", k+"="+v)
 	}
-	stdin, answers := io.Pipe()
+	stdin, answers, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
 	defer answers.Close()
 	stdout := &terminal{answers: answers, do: do}
 	var stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	runStart := time.Now()
-	err = (&Main{Stdin: stdin, Stdout: stdout, Stderr: &stderr}).Run(ctx, args)
+	err = cairn(ctx, stdin, stdout, &stderr, args...)
 	t.Logf("phase %-28s %6.1fs", "cairn run ccm-leader-migration", time.Since(runStart).Seconds())
 	if err != nil {
 		stopFollow()
@@ -536,7 +540,7 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 			t.Errorf("block %s did not run", id)
 		}
 	}
-	rb := parseBundled(t, "ccm-leader-migration.md")
+	rb := bundledtest.Parse(t, "ccm-leader-migration.md")
 	executable := 0
 	for _, b := range rb.Blocks {
 		if b.Executable() && b.Target != runbook.TargetManual {
@@ -563,7 +567,7 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 		t.Errorf("cloud controllers started under the migration lock: %v; want both generations", underLock)
 	}
 	t.Logf("cloud controller starts under the migration lock: %v; %d controller manager logs read (in %s)", underLock, len(logs.seen), logs.dir)
-	if _, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), migrationLease, metav1.GetOptions{}); err == nil {
+	if _, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), bundledtest.MigrationLease, metav1.GetOptions{}); err == nil {
 		t.Errorf("the migration lease is back after delete-migration-lease: a component still has Leader Migration on")
 	}
 	t.Logf("phase %-28s %6.1fs", "ccm total", time.Since(start).Seconds())
