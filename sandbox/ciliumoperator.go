@@ -82,21 +82,12 @@ func (o *CiliumOperator) Start(ctx context.Context, sb *Sandbox) (Probe, error) 
 		return Probe{}, fmt.Errorf("%s is not built: run scripts/sandbox-bins.sh (%w)", BinCiliumOperator, err)
 	}
 
-	code, body, err := kubeGet(ctx, k, "/api/v1/namespaces/"+ns+"/configmaps/"+cmName)
+	data, err := configMapData(ctx, k, ns, cmName)
 	if err != nil {
 		return Probe{}, err
 	}
-	if code != http.StatusOK {
-		return Probe{}, fmt.Errorf("ConfigMap %s/%s: %d %s (install the chart first)", ns, cmName, code, strings.TrimSpace(body))
-	}
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(body), &cm); err != nil {
-		return Probe{}, fmt.Errorf("ConfigMap %s/%s: %w", ns, cmName, err)
-	}
 	dir := sb.path("cilium", o.Name()+"-config")
-	if err := writeConfigDir(dir, cm.Data); err != nil {
+	if err := writeConfigDir(dir, data); err != nil {
 		return Probe{}, err
 	}
 
@@ -118,9 +109,58 @@ func (o *CiliumOperator) Start(ctx context.Context, sb *Sandbox) (Probe, error) 
 		"--operator-prometheus-serve-addr=127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--gops-port=" + strconv.Itoa(ports[2]),
 	}, o.Args...)
+	// The operator writes to /var/run/cilium whatever its flags say (its
+	// health history, its shell socket): as root it gets a mount namespace
+	// of its own where that is a directory of the sandbox's, as a pod's
+	// would be its own; this machine's /run is left alone.
+	if os.Geteuid() == 0 {
+		if argv, err = privateCiliumRun(sb.path("cilium", o.Name()+"-run"), argv); err != nil {
+			return Probe{}, err
+		}
+	}
 	env := append(serverEnv(), "CILIUM_K8S_NAMESPACE="+ns, "K8S_NODE_NAME=cairn-sandbox")
 	_, err = sb.spawn(o.Name(), argv, env)
 	return Probe{Kind: ProbeHTTP, URL: "http://" + api + "/healthz"}, err
+}
+
+// privateCiliumRun wraps argv to run in a mount namespace of its own in
+// which dir is mounted on /run/cilium. unshare and sh exec, so the recorded
+// pid is the program's own; the mount goes with the namespace.
+func privateCiliumRun(dir string, argv []string) ([]string, error) {
+	unshare, err := lookTool("unshare", "util-linux")
+	if err != nil {
+		return nil, err
+	}
+	mount, err := lookTool("mount", "mount")
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{dir, "/run/cilium"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return append([]string{unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+		`"$1" --bind "$0" /run/cilium && shift && exec "$@"`, dir, mount}, argv...), nil
+}
+
+// configMapData reads ConfigMap ns/name: what the chart rendered for
+// Cilium's pods, which read it as files.
+func configMapData(ctx context.Context, k *KubeInfo, ns, name string) (map[string]string, error) {
+	code, body, err := kubeGet(ctx, k, "/api/v1/namespaces/"+ns+"/configmaps/"+name)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("ConfigMap %s/%s: %d %s (install the chart first)", ns, name, code, strings.TrimSpace(body))
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &cm); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
+	}
+	return cm.Data, nil
 }
 
 // writeConfigDir replaces dir with one file per key, as a ConfigMap volume

@@ -274,9 +274,11 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 // included, is this machine's, shared by every host.
 //
 // /usr/local/bin is private too: there each host finds the node tools of the
-// sandbox's release (HostTools), on sudo's secure_path as on a real node.
+// sandbox's release (HostTools), on sudo's secure_path as on a real node. So
+// is /run/cilium, the runtime directory of a Cilium agent on the host
+// (CiliumAgent), where the agent writes whatever its flags say.
 func PrivateDirs() []string {
-	return []string{"/etc/kubernetes", "/var/lib/cairn-host", "/usr/local/bin"}
+	return []string{"/etc/kubernetes", "/var/lib/cairn-host", "/usr/local/bin", "/run/cilium"}
 }
 
 // NodeDirs are private to each host as well when the hosts are nodes

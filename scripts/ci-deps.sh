@@ -10,12 +10,14 @@
 # host's own container runtime with --nodes) and containernetworking-plugins
 # (the nodes' bridge and host-local CNI plugins), tini (the reaping init of
 # each node's PID namespace), iptables (what the nodes' kube-proxy image
-# carries) and gcc with libc6-dev (pause, compiled static from its C source).
+# carries), gcc with libc6-dev (pause, compiled static from its C source) and
+# clang-19 (what the sandbox's cilium-agent compiles its datapath with: LLVM 19,
+# the release cilium v1.20's own image carries).
 # It is idempotent: packages already installed are left alone, and apt-get runs
 # only when something is missing. Run as root (CI runs as root).
 set -euo pipefail
 
-want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables openssl containerd runc containernetworking-plugins tini iptables gcc libc6-dev)
+want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables openssl containerd runc containernetworking-plugins tini iptables gcc libc6-dev clang-19)
 
 missing=()
 for p in "${want[@]}"; do

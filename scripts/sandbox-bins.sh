@@ -171,6 +171,11 @@ build cloud-controller-manager sandbox/build/ccm . "$kube_ldflags"
 # providers, as cilium's operator/Makefile builds it), helm, and the chart of
 # the same release from the module's install/kubernetes/cilium.
 build cilium-operator-generic sandbox/build/cilium github.com/cilium/cilium/operator "-s -w" ipam_provider_operator,osusergo
+# The agent and its client, as cilium's Makefiles build them (osusergo, no
+# cgo); the agent compiles its datapath from the module's bpf/ with clang-19
+# when it starts (scripts/ci-deps.sh installs it).
+build cilium-agent sandbox/build/cilium github.com/cilium/cilium/daemon "-s -w" osusergo
+build cilium-dbg sandbox/build/cilium github.com/cilium/cilium/cilium-dbg "-s -w" osusergo
 build helm sandbox/build/helm helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
 # copy_tree SRC NAME: the module's SRC directory as $bin/charts/NAME.
 copy_tree() {
@@ -188,6 +193,8 @@ copy_tree() {
   echo "sandbox-bins: copied $src of cilium $CILIUM_VERSION to $bin/charts/$name"
 }
 copy_tree install/kubernetes/cilium cilium
+# The agent's datapath sources.
+copy_tree bpf cilium-bpf
 # Cilium's own CRDs, for tests that need them without an operator.
 copy_tree pkg/k8s/apis/cilium.io/client/crds cilium-crds
 echo "sandbox-bins: binaries ready in $bin ($((SECONDS - total))s)"

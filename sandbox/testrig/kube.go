@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -155,4 +156,33 @@ func randSuffix() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Own starts a sandbox of t's own with opts (a cluster and SSH hosts, as
+// `cairn sandbox up` starts them), stopped at t's cleanup: for a test that
+// changes its hosts in ways no other test should see (a Cilium agent's
+// datapath in their network namespaces). The KubeEnv has a fresh
+// namespace for t.
+func Own(t testing.TB, opts sandbox.Options) (*KubeEnv, *SSHEnv) {
+	t.Helper()
+	requireMain(t)
+	opts.StateDir = t.TempDir() + "/sandbox"
+	opts.DieWithParent = true
+	if os.Getenv("CAIRN_RIG_VERBOSE") != "" {
+		opts.Progress = func(msg string) { fmt.Fprintln(os.Stderr, "testrig:", msg) }
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	sb, err := sandbox.Up(ctx, opts)
+	if err != nil {
+		unavailable(t, "a sandbox of the test's own", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := sb.Down(ctx); err != nil {
+			t.Errorf("testrig: stopping the test's sandbox: %v", err)
+		}
+	})
+	return kubeEnvFor(t, sb), &SSHEnv{Inventory: sb.Inventory(), InventoryPath: sb.Dir() + "/inventory.json"}
 }
