@@ -75,7 +75,9 @@ func chromiumPath(t testing.TB) string {
 // in errors) with the rig's flags and a fresh profile.
 func startBrowser(t testing.TB, exe, name string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir())}
+	// TMPDIR too: Chromium makes its singleton socket's directory there
+	// and leaves it behind when it is killed, as it is at cleanup.
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir()), chromedp.Env("TMPDIR=" + t.TempDir())}
 	for _, f := range chromiumFlags {
 		opts = append(opts, chromedp.Flag(f, true))
 	}
