@@ -210,15 +210,11 @@ func (a *CiliumAgent) Ready(ctx context.Context, sb *Sandbox) error {
 // CiliumAgentStatus asks the agent at the API socket sock for its state
 // (Ok, Warning, Failure), as `cilium-dbg status` does.
 func CiliumAgentStatus(ctx context.Context, sock string) (string, error) {
-	dial := sock
-	if len(sock) >= 100 {
-		d, err := os.Open(filepath.Dir(sock))
-		if err != nil {
-			return "", err
-		}
-		defer d.Close()
-		dial = fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), filepath.Base(sock))
+	dial, done, err := unixAddr(sock)
+	if err != nil {
+		return "", err
 	}
+	defer done()
 	c := &http.Client{Transport: &http.Transport{
 		Proxy:             nil,
 		DisableKeepAlives: true,

@@ -338,15 +338,26 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 // 107 bytes, and a state directory under a long test temp dir makes longer
 // paths: those are dialled through a descriptor of their directory.
 func probeUnix(ctx context.Context, path string) error {
-	if len(path) < 100 {
-		return probeDial(ctx, "unix", path)
-	}
-	d, err := os.Open(filepath.Dir(path))
+	addr, done, err := unixAddr(path)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return probeDial(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), filepath.Base(path)))
+	defer done()
+	return probeDial(ctx, "unix", addr)
+}
+
+// unixAddr is an address that dials the unix socket at path however long
+// path is: path itself, or the socket's name under a descriptor of its
+// directory (released by done).
+func unixAddr(path string) (addr string, done func(), err error) {
+	if len(path) < 100 {
+		return path, func() {}, nil
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), filepath.Base(path)), func() { d.Close() }, nil
 }
 
 // probeDial wants a connection to addr accepted.
