@@ -83,16 +83,7 @@ func (a *CiliumAgent) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
 	if k == nil {
 		return Probe{}, fmt.Errorf("no cluster to run against")
 	}
-	ns, cmName, sa := a.Namespace, a.ConfigMap, a.ServiceAccount
-	if ns == "" {
-		ns = "kube-system"
-	}
-	if cmName == "" {
-		cmName = "cilium-config"
-	}
-	if sa == "" {
-		sa = "cilium"
-	}
+	ns, cmName, sa := ciliumPodDefaults(a.Namespace, a.ConfigMap, a.ServiceAccount, "cilium")
 	pid := sb.hostPID(a.Host)
 	sock, err := a.Socket(sb)
 	if err != nil {
@@ -148,8 +139,7 @@ func (a *CiliumAgent) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
 	if err := os.Symlink(clang, filepath.Join(hostDir, "bin", "clang")); err != nil {
 		return Probe{}, err
 	}
-	if err := writeClientKubeconfig(sb.path("kube", "pki"), filepath.Join(hostDir, "kubeconfig"), k.Server,
-		"system:serviceaccount:"+ns+":"+sa, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}); err != nil {
+	if err := sb.writeServiceAccountKubeconfig(filepath.Join(hostDir, "kubeconfig"), k.Server, ns, sa); err != nil {
 		return Probe{}, err
 	}
 	_ = os.Remove(sock)

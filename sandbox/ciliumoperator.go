@@ -67,16 +67,7 @@ func (o *CiliumOperator) Start(ctx context.Context, sb *Sandbox) (Probe, error) 
 	if k == nil {
 		return Probe{}, fmt.Errorf("no cluster to run against")
 	}
-	ns, cmName, sa := o.Namespace, o.ConfigMap, o.ServiceAccount
-	if ns == "" {
-		ns = "kube-system"
-	}
-	if cmName == "" {
-		cmName = "cilium-config"
-	}
-	if sa == "" {
-		sa = "cilium-operator"
-	}
+	ns, cmName, sa := ciliumPodDefaults(o.Namespace, o.ConfigMap, o.ServiceAccount, "cilium-operator")
 	bin := filepath.Join(sb.binDir(), BinCiliumOperator)
 	if _, err := os.Stat(bin); err != nil {
 		return Probe{}, fmt.Errorf("%s is not built: run scripts/sandbox-bins.sh (%w)", BinCiliumOperator, err)
@@ -92,8 +83,7 @@ func (o *CiliumOperator) Start(ctx context.Context, sb *Sandbox) (Probe, error) 
 	}
 
 	kubeconfig := sb.path("cilium", o.Name()+".kubeconfig")
-	user := "system:serviceaccount:" + ns + ":" + sa
-	if err := writeClientKubeconfig(sb.path("kube", "pki"), kubeconfig, k.Server, user, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}); err != nil {
+	if err := sb.writeServiceAccountKubeconfig(kubeconfig, k.Server, ns, sa); err != nil {
 		return Probe{}, err
 	}
 	ports, err := freePorts(3)
@@ -121,6 +111,31 @@ func (o *CiliumOperator) Start(ctx context.Context, sb *Sandbox) (Probe, error) 
 	env := append(serverEnv(), "CILIUM_K8S_NAMESPACE="+ns, "K8S_NODE_NAME=cairn-sandbox")
 	_, err = sb.spawn(o.Name(), argv, env)
 	return Probe{Kind: ProbeHTTP, URL: "http://" + api + "/healthz"}, err
+}
+
+// ciliumPodDefaults fills in what a Cilium component left empty with the
+// chart's names: namespace kube-system, ConfigMap cilium-config, and the
+// ServiceAccount defaultSA.
+func ciliumPodDefaults(ns, configMap, sa, defaultSA string) (string, string, string) {
+	if ns == "" {
+		ns = "kube-system"
+	}
+	if configMap == "" {
+		configMap = "cilium-config"
+	}
+	if sa == "" {
+		sa = defaultSA
+	}
+	return ns, configMap, sa
+}
+
+// writeServiceAccountKubeconfig writes a kubeconfig for server that
+// authenticates as ServiceAccount ns/sa (a client certificate from the
+// sandbox CA in the account's name and groups), so that the RBAC bound to
+// the account decides what its holder may do.
+func (sb *Sandbox) writeServiceAccountKubeconfig(path, server, ns, sa string) error {
+	return writeClientKubeconfig(sb.path("kube", "pki"), path, server, "system:serviceaccount:"+ns+":"+sa,
+		[]string{"system:serviceaccounts", "system:serviceaccounts:" + ns})
 }
 
 // privateCiliumRun wraps argv to run in a mount namespace of its own in

@@ -362,13 +362,9 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	// No process anywhere (in any mount namespace, the hosts' included)
 	// still sees a mount of the state dir. (Not "no process is in a host's
 	// mount namespace": its number may be a new namespace's by now.)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		if mountsOf(e.Name(), dir) {
-			t.Errorf("process %s still has a mount of %s", e.Name(), dir)
+	for _, pid := range testrig.PIDs() {
+		if mountsOf(strconv.Itoa(pid), dir) {
+			t.Errorf("process %d still has a mount of %s", pid, dir)
 		}
 	}
 	for _, d := range sandbox.PrivateDirs() {
@@ -519,13 +515,8 @@ func cairnLinks(t *testing.T) []string {
 
 func procsInNamespaces(links map[string]bool) []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err == nil && links[l] && testrig.ProcessAlive(pid) {
+	for _, pid := range testrig.PIDs() {
+		if l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net"); err == nil && links[l] && testrig.ProcessAlive(pid) {
 			out = append(out, pid)
 		}
 	}

@@ -24,3 +24,16 @@ func ProcessAlive(pid int) bool {
 	}
 	return false
 }
+
+// PIDs lists the processes of this machine (every numeric entry of /proc),
+// for tests that look for what a sandbox left behind.
+func PIDs() []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -381,7 +381,7 @@ func checkRun(t *testing.T, tm *terminal) map[string]bool {
 // a process of a node (a container's included), a mount, a cgroup.
 func assertNodesGone(t *testing.T, dir, cgroupTree string) {
 	t.Helper()
-	for _, pid := range livePIDs() {
+	for _, pid := range testrig.PIDs() {
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		c := strings.ReplaceAll(string(cmd), "\x00", " ")
 		if strings.Contains(c, dir) {
@@ -415,7 +415,7 @@ func assertNodesGone(t *testing.T, dir, cgroupTree string) {
 func nodesCost(dir, tree string) string {
 	marker := []byte("CAIRN_SANDBOX_SESSION=" + dir + "\x00")
 	var daemonRSS, podRSS, daemonTicks int64
-	for _, pid := range livePIDs() {
+	for _, pid := range testrig.PIDs() {
 		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		var rss int64
 		for _, l := range strings.Split(string(status), "\n") {
@@ -449,18 +449,6 @@ func nodesCost(dir, tree string) string {
 	}
 	return fmt.Sprintf("memory %d MiB resident (pods %d MiB, node daemons %d MiB); CPU: pods %s, node daemons %.0f s (live ones)",
 		(podRSS+daemonRSS)/1024, podRSS/1024, daemonRSS/1024, podCPU, float64(daemonTicks)/100)
-}
-
-// livePIDs lists the processes of this machine.
-func livePIDs() []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // clusterState is what a failed run leaves to read before teardown: the
