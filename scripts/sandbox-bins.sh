@@ -176,6 +176,11 @@ build cilium-operator-generic sandbox/build/cilium github.com/cilium/cilium/oper
 # when it starts (scripts/ci-deps.sh installs it).
 build cilium-agent sandbox/build/cilium github.com/cilium/cilium/daemon "-s -w" osusergo
 build cilium-dbg sandbox/build/cilium github.com/cilium/cilium/cilium-dbg "-s -w" osusergo
+# The CNI plugin the agent's pod installs on its node, for Cilium on the
+# sandbox nodes (the image sandbox/images.go assembles).
+build cilium-cni sandbox/build/cilium github.com/cilium/cilium/plugins/cilium-cni "-s -w" osusergo
+# The test pods' server (the runbook's nginx stands in for any workload).
+build web sandbox/build/web . "-s -w"
 build helm sandbox/build/helm helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
 # copy_tree SRC NAME: the module's SRC directory as $bin/charts/NAME.
 copy_tree() {
@@ -197,4 +202,13 @@ copy_tree install/kubernetes/cilium cilium
 copy_tree bpf cilium-bpf
 # Cilium's own CRDs, for tests that need them without an operator.
 copy_tree pkg/k8s/apis/cilium.io/client/crds cilium-crds
+# The scripts the chart's init containers and hooks run in Cilium's image.
+if [[ $force == 1 || ! -d $bin/charts/cilium-scripts ]]; then
+  dir=$(go list -C "$root/sandbox/build/cilium" -m -f '{{.Dir}}' github.com/cilium/cilium)
+  rm -rf "$bin/charts/.cilium-scripts.tmp" && mkdir -p "$bin/charts/.cilium-scripts.tmp"
+  cp --no-preserve=mode "$dir/images/cilium/init-container.sh" "$dir/plugins/cilium-cni/install-plugin.sh" \
+    "$dir/plugins/cilium-cni/cni-uninstall.sh" "$bin/charts/.cilium-scripts.tmp/"
+  rm -rf "${bin:?}/charts/cilium-scripts" && mv "$bin/charts/.cilium-scripts.tmp" "$bin/charts/cilium-scripts"
+  echo "sandbox-bins: copied the Cilium image's scripts to $bin/charts/cilium-scripts"
+fi
 echo "sandbox-bins: binaries ready in $bin ($((SECONDS - total))s)"

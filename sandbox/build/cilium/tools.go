@@ -8,4 +8,5 @@ import (
 	_ "github.com/cilium/cilium/cilium-dbg"
 	_ "github.com/cilium/cilium/daemon"
 	_ "github.com/cilium/cilium/operator"
+	_ "github.com/cilium/cilium/plugins/cilium-cni"
 )
