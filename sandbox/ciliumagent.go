@@ -20,6 +20,7 @@ import (
 const (
 	BinCiliumAgent = "cilium-agent"
 	BinCiliumDbg   = "cilium-dbg"
+	BinCiliumCNI   = "cilium-cni"
 	ciliumClang    = "clang-19"
 )
 

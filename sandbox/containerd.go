@@ -13,7 +13,8 @@ import (
 // oom_score_adj: without restrict_oom_score_adj every pod sandbox fails
 // ("can't get final child's PID from pipe: EOF"). The paths are the
 // containerd defaults, private to the host by its mount namespace; the CNI
-// plugins are Debian's (containernetworking-plugins), the sandbox (pause)
+// plugins are found in /opt/cni/bin, where Debian's (containernetworking-
+// plugins) are linked and a CNI provider adds its own; the sandbox (pause)
 // image the one kubeadm names, and runc uses cgroupfs, as the kubelet does
 // here (no systemd).
 var containerdConfig = `# Written by cairn sandbox (nodes mode).
@@ -32,7 +33,7 @@ state = "/run/containerd"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   SystemdCgroup = false
 [plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "/usr/lib/cni"
+  bin_dir = "` + cniBinDir + `"
   conf_dir = "/etc/cni/net.d"
 `
 

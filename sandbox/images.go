@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -63,6 +65,11 @@ type NodeImage struct {
 	Links  map[string]string
 	// Dirs of this machine copied whole (iptables' extensions).
 	Dirs []string
+	// Trees are directories of the bin directory copied whole, by the
+	// path they get in the image (Cilium's datapath sources).
+	Trees map[string]string
+	// Workdir is the image's working directory ("" for /).
+	Workdir string
 }
 
 // Archive is the path of the image's archive below the images directory.
@@ -87,7 +94,7 @@ func NodeImages() []NodeImage {
 	proxy.System = []string{"/usr/sbin/xtables-nft-multi"}
 	proxy.Dirs = []string{"/usr/lib/x86_64-linux-gnu/xtables"}
 	proxy.Links = map[string]string{}
-	for _, n := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+	for _, n := range iptablesNames {
 		proxy.Links["/usr/sbin/"+n] = "xtables-nft-multi"
 		proxy.Links["/usr/sbin/"+strings.Replace(n, "tables", "tables-nft", 1)] = "xtables-nft-multi"
 	}
@@ -113,11 +120,88 @@ func CCMImages() []NodeImage {
 	}
 }
 
+// The Cilium runbook's images: the agent and the operator under the names
+// and tags the v1.20.2 chart asks for (image.useDigest=false: the chart
+// pins its own builds by digest, which an image built here cannot match),
+// and the test workload's image, which no registry serves either.
+var (
+	ImageCilium         = "quay.io/cilium/cilium:v" + CiliumVersion
+	ImageCiliumOperator = "quay.io/cilium/operator-generic:v" + CiliumVersion
+	ImageWeb            = sandboxRegistry + "/web:v1"
+)
+
+// CiliumImagesDir is the subdirectory of ImagesDir holding CiliumImages.
+const CiliumImagesDir = "cilium"
+
+// BinWeb is the test workload's server (sandbox/build/web): it answers
+// every HTTP request on :80 with its host name, as the runbook's nginx pods
+// answer the connectivity checks.
+const BinWeb = "web"
+
+// CiliumImages are the images the chart's DaemonSet and Deployment run, and
+// ImageWeb. The agent's holds what its pod runs: cilium-agent, cilium-dbg
+// (the config init container, the runbook's `kubectl exec`), the CNI
+// plugin and loopback its install script copies to the node, the chart's
+// init and uninstall scripts, the datapath sources at the agent's default
+// --lib-dir, Debian's clang 19 (LLVM 19, as Cilium's own image) with its
+// headers, and the shell tools the chart's commands call (bash, mount,
+// grep, iptables-save for its postStart hook). The web image has curl, which
+// the runbook's connectivity checks run inside the test pods.
+func CiliumImages() []NodeImage {
+	scripts := filepath.Join("charts", "cilium-scripts")
+	agent := NodeImage{
+		Ref: ImageCilium, Dir: CiliumImagesDir,
+		Bins: []string{BinCiliumAgent, BinCiliumDbg, BinCiliumCNI,
+			filepath.Join(scripts, "init-container.sh"), filepath.Join(scripts, "install-plugin.sh"), filepath.Join(scripts, "cni-uninstall.sh")},
+		Paths: map[string]string{
+			BinCiliumAgent: "/usr/bin/cilium-agent",
+			BinCiliumDbg:   "/usr/bin/cilium-dbg",
+			BinCiliumCNI:   "/opt/cni/bin/cilium-cni",
+			filepath.Join(scripts, "init-container.sh"): "/init-container.sh",
+			filepath.Join(scripts, "install-plugin.sh"): "/install-plugin.sh",
+			filepath.Join(scripts, "cni-uninstall.sh"):  "/cni-uninstall.sh",
+		},
+		Trees: map[string]string{"/var/lib/cilium/bpf": filepath.Join("charts", "cilium-bpf")},
+		System: []string{
+			"/usr/lib/llvm-19/bin/clang",
+			"/usr/bin/bash", "/usr/bin/dash", "/usr/bin/mount", "/usr/bin/umount", "/usr/bin/grep",
+			"/usr/bin/cp", "/usr/bin/mv", "/usr/bin/rm", "/usr/bin/mkdir", "/usr/bin/cat", "/usr/bin/ls",
+			"/usr/bin/basename", "/usr/bin/find", "/usr/bin/sleep",
+			"/usr/sbin/xtables-nft-multi", "/usr/lib/cni/loopback",
+		},
+		Dirs: []string{"/usr/lib/x86_64-linux-gnu/xtables", "/usr/lib/llvm-19/lib/clang/19/include"},
+		Links: map[string]string{
+			"/usr/bin/clang": "/usr/lib/llvm-19/bin/clang",
+			"/usr/bin/sh":    "dash",
+			"/bin/sh":        "/usr/bin/dash",
+			"/bin/bash":      "/usr/bin/bash",
+			"/cni/loopback":  "/usr/lib/cni/loopback",
+		},
+		Workdir: "/home/cilium",
+	}
+	for _, n := range iptablesNames {
+		agent.Links["/usr/sbin/"+n] = "xtables-nft-multi"
+	}
+	return []NodeImage{
+		agent,
+		{Ref: ImageCiliumOperator, Dir: CiliumImagesDir, Bins: []string{BinCiliumOperator}, Paths: map[string]string{BinCiliumOperator: "/usr/bin/cilium-operator-generic"}},
+		{Ref: ImageWeb, Dir: CiliumImagesDir, Bins: []string{BinWeb}, Entrypoint: []string{"/web"}, System: []string{"/usr/bin/curl"}},
+	}
+}
+
+// iptablesNames are the names Debian's xtables-nft-multi answers to.
+var iptablesNames = []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"}
+
+// AllImages are every image EnsureImages writes.
+func AllImages() []NodeImage {
+	return append(append(NodeImages(), CCMImages()...), CiliumImages()...)
+}
+
 // ImagesDir is where the node images' archives are cached, beside the
 // binaries they are made of.
 func ImagesDir(binDir string) string { return filepath.Join(binDir, "images") }
 
-// EnsureImages writes the archive of every NodeImage and CCMImage that is
+// EnsureImages writes the archive of every image of AllImages that is
 // not in ImagesDir(binDir) yet, or is older than a program it holds (a
 // rebuilt binary), and returns their paths. An archive is a Docker archive
 // (what `ctr images import` and `docker load` read), written to a temporary
@@ -126,7 +210,7 @@ func ImagesDir(binDir string) string { return filepath.Join(binDir, "images") }
 func EnsureImages(ctx context.Context, binDir string, progress func(string)) ([]string, error) {
 	dir := ImagesDir(binDir)
 	var paths []string
-	for _, im := range append(NodeImages(), CCMImages()...) {
+	for _, im := range AllImages() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -178,21 +262,36 @@ func writeImage(path, binDir string, im NodeImage) error {
 	if err != nil {
 		return err
 	}
-	var layer bytes.Buffer
-	if err := writeLayer(&layer, files); err != nil {
+	// The layer goes to a temporary file, hashed on the way: the Cilium
+	// agent's is a quarter of a gigabyte (clang and LLVM).
+	layer, err := os.CreateTemp(filepath.Dir(path), ".layer-*.tar")
+	if err != nil {
 		return err
 	}
-	layerSum := sha256.Sum256(layer.Bytes())
-	diffID := "sha256:" + hex.EncodeToString(layerSum[:])
+	defer os.Remove(layer.Name())
+	defer layer.Close()
+	h := sha256.New()
+	if err := writeLayer(io.MultiWriter(layer, h), files); err != nil {
+		return err
+	}
+	layerSize, err := layer.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	if _, err := layer.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	layerSum := hex.EncodeToString(h.Sum(nil))
 	cfg := map[string]any{
 		"architecture": "amd64",
 		"os":           "linux",
 		"config": map[string]any{
 			"Env":        []string{nodePATH},
 			"Entrypoint": im.Entrypoint,
+			"WorkingDir": im.Workdir,
 			"Labels":     map[string]string{"dev.cairn.sandbox": "built from source by cairn sandbox; see sandbox/images.go"},
 		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + layerSum}},
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
@@ -200,7 +299,7 @@ func writeImage(path, binDir string, im NodeImage) error {
 	}
 	cfgSum := sha256.Sum256(cfgJSON)
 	cfgName := hex.EncodeToString(cfgSum[:]) + ".json"
-	layerName := hex.EncodeToString(layerSum[:]) + "/layer.tar"
+	layerName := layerSum + "/layer.tar"
 	manifest, err := json.Marshal([]map[string]any{{"Config": cfgName, "RepoTags": []string{im.Ref}, "Layers": []string{layerName}}})
 	if err != nil {
 		return err
@@ -210,26 +309,24 @@ func writeImage(path, binDir string, im NodeImage) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	defer tmp.Close()
 	tw := tar.NewWriter(tmp)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{cfgName, cfgJSON}, {layerName, layer.Bytes()}, {"manifest.json", manifest}} {
-		if err := addTarData(tw, f.name, f.data, 0o644); err != nil {
-			tmp.Close()
-			return err
-		}
+	if err := addTarData(tw, cfgName, bytes.NewReader(cfgJSON), int64(len(cfgJSON)), 0o644); err != nil {
+		return err
+	}
+	if err := addTarData(tw, layerName, layer, layerSize, 0o644); err != nil {
+		return err
+	}
+	if err := addTarData(tw, "manifest.json", bytes.NewReader(manifest), int64(len(manifest)), 0o644); err != nil {
+		return err
 	}
 	if err := tw.Close(); err != nil {
-		tmp.Close()
 		return err
 	}
 	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
@@ -273,6 +370,11 @@ func imageFiles(binDir string, im NodeImage) ([]imageFile, error) {
 		add(imageFile{name: dst, src: src, mode: 0o755})
 	}
 	var libs []string
+	for _, p := range append(slices.Clone(im.System), im.Dirs...) {
+		if _, err := os.Stat(p); err != nil {
+			return nil, &MissingError{Name: p, Where: "this machine", Install: "scripts/ci-deps.sh (Debian packages)"}
+		}
+	}
 	for _, p := range im.System {
 		add(imageFile{name: p, src: p, mode: 0o755})
 		libs = append(libs, p)
@@ -307,6 +409,43 @@ func imageFiles(binDir string, im NodeImage) ([]imageFile, error) {
 			add(imageFile{name: l, src: l, mode: 0o755})
 		}
 	}
+	trees := make([]string, 0, len(im.Trees))
+	for dst := range im.Trees {
+		trees = append(trees, dst)
+	}
+	sort.Strings(trees)
+	for _, dst := range trees {
+		root := filepath.Join(binDir, im.Trees[dst])
+		err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) && p == root {
+					return &MissingError{Name: im.Trees[dst], Where: binDir, Install: "scripts/sandbox-bins.sh"}
+				}
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			name := filepath.Join(dst, rel)
+			switch {
+			case e.IsDir():
+				add(imageFile{name: name, dir: true, mode: 0o755})
+			case e.Type()&fs.ModeSymlink != 0:
+				t, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				add(imageFile{name: name, link: t, mode: 0o777})
+			default:
+				add(imageFile{name: name, src: p, mode: 0o644})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if im.Workdir != "" {
+		add(imageFile{name: im.Workdir, dir: true, mode: 0o755})
+	}
 	names := make([]string, 0, len(im.Links))
 	for n := range im.Links {
 		names = append(names, n)
@@ -327,6 +466,9 @@ func sharedLibs(files []string) ([]string, error) {
 	}
 	set := map[string]bool{}
 	for _, f := range files {
+		if !isELF(f) {
+			continue // headers, scripts: one ldd each would cost seconds
+		}
 		out, err := exec.Command(ldd, f).Output()
 		if err != nil {
 			// Not dynamic (or not ELF): nothing to add.
@@ -342,7 +484,8 @@ func sharedLibs(files []string) ([]string, error) {
 				p = fields[0]
 			}
 			if strings.HasPrefix(p, "/") {
-				set[p] = true
+				// clang's libraries are found through $ORIGIN/../lib.
+				set[filepath.Clean(p)] = true
 			}
 		}
 	}
@@ -356,10 +499,23 @@ func sharedLibs(files []string) ([]string, error) {
 	return out, nil
 }
 
+// isELF reports whether the file starts with the ELF magic.
+func isELF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	_, err = io.ReadFull(f, magic[:])
+	return err == nil && string(magic[:]) == "\x7fELF"
+}
+
 func writeLayer(w io.Writer, files []imageFile) error {
 	tw := tar.NewWriter(w)
 	for _, f := range files {
 		h := &tar.Header{Name: f.name, Mode: f.mode, Format: tar.FormatPAX}
+		var src *os.File
 		switch {
 		case f.dir:
 			h.Typeflag, h.Name = tar.TypeDir, f.name+"/"
@@ -368,19 +524,33 @@ func writeLayer(w io.Writer, files []imageFile) error {
 		case f.src != "":
 			// Read through symlinks: a library is stored under the name
 			// the loader asks for.
-			b, err := os.ReadFile(f.src)
-			if err != nil {
+			var err error
+			if src, err = os.Open(f.src); err != nil {
 				return err
 			}
-			f.data = b
-			fallthrough
+			fi, err := src.Stat()
+			if err != nil {
+				src.Close()
+				return err
+			}
+			h.Typeflag, h.Size = tar.TypeReg, fi.Size()
 		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
 		}
 		if err := tw.WriteHeader(h); err != nil {
+			if src != nil {
+				src.Close()
+			}
 			return err
 		}
-		if h.Typeflag == tar.TypeReg {
+		switch {
+		case src != nil:
+			_, err := io.Copy(tw, src)
+			src.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.src, err)
+			}
+		case h.Typeflag == tar.TypeReg:
 			if _, err := tw.Write(f.data); err != nil {
 				return err
 			}
@@ -389,15 +559,15 @@ func writeLayer(w io.Writer, files []imageFile) error {
 	return tw.Close()
 }
 
-func addTarData(tw *tar.Writer, name string, data []byte, mode int64) error {
+func addTarData(tw *tar.Writer, name string, r io.Reader, size, mode int64) error {
 	if dir := filepath.Dir(name); dir != "." {
 		if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
 			return err
 		}
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: size}); err != nil {
 		return err
 	}
-	_, err := tw.Write(data)
+	_, err := io.Copy(tw, r)
 	return err
 }

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,9 +22,20 @@ import (
 // That containerd imports and runs them is TestBundledKubeadmOnNodes's job.
 func TestEnsureImages(t *testing.T) {
 	bin := t.TempDir()
-	for _, im := range append(NodeImages(), CCMImages()...) {
+	for _, im := range AllImages() {
 		for _, b := range im.Bins {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(bin, b)), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(filepath.Join(bin, b), []byte("#!/bin/sh\necho "+b+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, src := range im.Trees {
+			if err := os.MkdirAll(filepath.Join(bin, src, "include"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(bin, src, "bpf_lxc.c"), []byte("int x;\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -45,6 +55,9 @@ func TestEnsureImages(t *testing.T) {
 		"registry.k8s.io/pause:3.10.2":                  "pause",
 		ImageKCMN:                                       "usr/local/bin/kube-controller-manager",
 		ImageCCM:                                        "usr/local/bin/cloud-controller-manager",
+		ImageCilium:                                     "var/lib/cilium/bpf/bpf_lxc.c",
+		ImageCiliumOperator:                             "usr/bin/cilium-operator-generic",
+		ImageWeb:                                        "usr/bin/curl",
 	}
 	seen := map[string]bool{}
 	for _, p := range paths {
@@ -67,9 +80,16 @@ func TestEnsureImages(t *testing.T) {
 				t.Errorf("kube-proxy: iptables without its loader and libraries: %v", keysOf(files))
 			}
 		}
-		// The CCM runbook's images lie apart: the kubeadm runbook imports
-		// ImagesDir/*.tar, and these are not kubeadm's.
-		if inCCM := filepath.Dir(p) == filepath.Join(ImagesDir(bin), CCMImagesDir); inCCM != strings.HasPrefix(ref, sandboxRegistry+"/") {
+		if strings.HasPrefix(ref, ImageCilium) {
+			for _, f := range []string{"usr/bin/cilium-agent", "usr/bin/cilium-dbg", "opt/cni/bin/cilium-cni", "init-container.sh", "install-plugin.sh", "cni-uninstall.sh", "cni/loopback", "bin/bash", "usr/sbin/iptables-save", "usr/bin/clang", "usr/lib/llvm-19/lib/clang/19/include/stddef.h", "home/cilium"} {
+				if !files[f] {
+					t.Errorf("%s: no %s", ref, f)
+				}
+			}
+		}
+		// The other runbooks' images lie apart: the kubeadm runbook
+		// imports ImagesDir/*.tar, and these are not kubeadm's.
+		if apart := filepath.Dir(p) != ImagesDir(bin); apart != !strings.HasPrefix(ref, imageRegistry+"/") {
 			t.Errorf("%s archived at %s", ref, p)
 		}
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o644 {
@@ -106,7 +126,9 @@ func TestEnsureImages(t *testing.T) {
 	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "sandbox-bins.sh") {
 		t.Errorf("missing binaries: %v", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(ImagesDir(empty), ".image-*")); len(left) > 0 {
+	left, _ := filepath.Glob(filepath.Join(ImagesDir(empty), ".*-*.tar"))
+	sub, _ := filepath.Glob(filepath.Join(ImagesDir(empty), "*", ".*-*.tar"))
+	if left = append(left, sub...); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
@@ -116,23 +138,33 @@ func TestEnsureImages(t *testing.T) {
 // layer.
 func readArchive(t *testing.T, path string) (string, map[string]bool, []string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	// Streamed, twice: the Cilium agent's layer is a quarter of a
+	// gigabyte. First the small entries (manifest and config), then the
+	// layer's own tar, read in place.
+	each := func(fn func(h *tar.Header, r io.Reader)) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		tr := tar.NewReader(f)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			fn(h, tr)
+		}
 	}
 	entries := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
+	each(func(h *tar.Header, r io.Reader) {
+		if !strings.HasSuffix(h.Name, "/layer.tar") {
+			entries[h.Name], _ = io.ReadAll(r)
 		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		data, _ := io.ReadAll(tr)
-		entries[h.Name] = data
-	}
+	})
 	var manifest []struct {
 		Config   string
 		RepoTags []string
@@ -155,17 +187,22 @@ func readArchive(t *testing.T, path string) (string, map[string]bool, []string) 
 		t.Errorf("%s: diff_ids %v do not name layer %s", path, cfg.RootFS.DiffIDs, layerName)
 	}
 	files := map[string]bool{}
-	lr := tar.NewReader(bytes.NewReader(entries[layerName]))
-	for {
-		h, err := lr.Next()
-		if err == io.EOF {
-			break
+	each(func(h *tar.Header, r io.Reader) {
+		if h.Name != layerName {
+			return
 		}
-		if err != nil {
-			t.Fatalf("%s: layer: %v", path, err)
+		lr := tar.NewReader(r)
+		for {
+			h, err := lr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: layer: %v", path, err)
+			}
+			files[strings.TrimSuffix(h.Name, "/")] = true
 		}
-		files[strings.TrimSuffix(h.Name, "/")] = true
-	}
+	})
 	return manifest[0].RepoTags[0], files, cfg.Config.Entrypoint
 }
 

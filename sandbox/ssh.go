@@ -189,6 +189,11 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 			if err := linkHostTools(filepath.Join(h.Root, "/usr/local/bin"), sb.binDir(), sb.opts.Nodes); err != nil {
 				return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 			}
+			if sb.opts.Nodes {
+				if err := linkCNIPlugins(filepath.Join(h.Root, cniBinDir)); err != nil {
+					return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
+				}
+			}
 			if err := os.WriteFile(filepath.Join(h.hostDir, "etc-hosts"), []byte(etcHosts(ns, sb.opts.Hosts)), 0o644); err != nil {
 				return fmt.Errorf("ssh: host %s: %w", spec.Name, err)
 			}
@@ -286,10 +291,36 @@ func PrivateDirs() []string {
 // kubelet's, a stacked etcd member's data, the CNI configuration and its
 // IP allocations, the pods' network namespaces (containerd pins each in
 // /run/netns: shared, it would leave an empty file per pod on this
-// machine), and the pods' logs.
+// machine), and the pods' logs. /opt/cni/bin, where containerd looks for CNI
+// plugins, holds links to Debian's (linkCNIPlugins); a CNI provider's pods
+// add their own there (Cilium's install-plugin.sh copies cilium-cni), as on
+// any node.
 func NodeDirs() []string {
 	return []string{"/var/lib/containerd", "/run/containerd", "/etc/containerd",
-		"/var/lib/kubelet", "/var/lib/etcd", "/etc/cni/net.d", "/var/lib/cni", "/run/netns", "/var/log/pods", "/var/log/containers"}
+		"/var/lib/kubelet", "/var/lib/etcd", "/etc/cni/net.d", "/var/lib/cni", "/run/netns", "/var/log/pods", "/var/log/containers",
+		cniBinDir}
+}
+
+// cniBinDir is the nodes' CNI plugin directory, the one containerd's
+// packaging and every CNI provider's installer use.
+const cniBinDir = "/opt/cni/bin"
+
+// debianCNI is where Debian's containernetworking-plugins puts the plugins.
+const debianCNI = "/usr/lib/cni"
+
+// linkCNIPlugins links each of Debian's CNI plugins into dir (a node's
+// private /opt/cni/bin).
+func linkCNIPlugins(dir string) error {
+	ents, err := os.ReadDir(debianCNI)
+	if err != nil {
+		return &MissingError{Name: debianCNI, Where: "this machine", Install: "apt-get install -y containernetworking-plugins (scripts/ci-deps.sh)"}
+	}
+	for _, e := range ents {
+		if err := os.Symlink(filepath.Join(debianCNI, e.Name()), filepath.Join(dir, e.Name())); err != nil && !os.IsExist(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 func privateDirs(nodes bool) []string {
@@ -445,10 +476,21 @@ func (sb *Sandbox) keepThrough(home string) []string {
 // (pairs up to "--"), then becomes sshd (the rest). unshare made the mount
 // namespace private, so no mount propagates to this machine, and the mounts
 // vanish with the namespace when its last process exits.
-const hostInit = `echo "$0" > /proc/sys/kernel/hostname || exit 1
+const hostInit = hostMounts + `exec "$@"`
+
+const hostMounts = `echo "$0" > /proc/sys/kernel/hostname || exit 1
 m=$1; shift
 while [ "$1" != -- ]; do "$m" --rbind "$1" "$2" || exit 1; shift 2; done
 shift
+`
+
+// nodeHostInit is a node's hostInit: once its mounts are in place they
+// become shared within the node's mount namespace (made private by unshare,
+// so nothing propagates to this machine), as on a systemd host. Pods need
+// it: a CNI agent's Bidirectional mount of /sys/fs/bpf must reach the node,
+// and containerd refuses Bidirectional and HostToContainer mounts of
+// private ones.
+const nodeHostInit = hostMounts + `"$m" --make-rshared / || exit 1
 exec "$@"`
 
 // nodeInit starts a node's hostInit: it turns on IPv4 forwarding in the
@@ -511,7 +553,7 @@ func (sb *Sandbox) startHost(ctx context.Context, s *sshHost) error {
 			// --kill-child: if unshare dies (the test binary's
 			// Pdeathsig), the node's init and so the whole node die too.
 			argv = []string{pre.unshare, "--net", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private", "--",
-				pre.tini, "--", "/bin/sh", "-c", nodeInit(cg) + hostInit, h.Name, pre.mount}
+				pre.tini, "--", "/bin/sh", "-c", nodeInit(cg) + nodeHostInit, h.Name, pre.mount}
 		}
 		for _, d := range s.dirs {
 			argv = append(argv, filepath.Join(h.Root, d), d)

@@ -58,7 +58,9 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		// building a second one would cost CI three more minutes. The
 		// longest run, so it starts first.
 		{"stacked-upload", "stacked", "upload", 0, runCCMOnNodes},
-		{"external-upload", "external", "upload", 3, nil},
+		// The Cilium runbook on the cluster this run built: its agents as
+		// pods on these nodes.
+		{"external-upload", "external", "upload", 3, runCiliumOnNodes},
 		// The manual certificate paths: scp by the person at the
 		// terminal (interactive), and Cairn's own copy.
 		{"stacked-scp", "stacked", "scp", 0, nil},
@@ -342,8 +344,9 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	if then != nil {
 		// A subtest, so that its clean-ups (RBAC it made) run while the
 		// cluster is still up.
-		t.Run("ccm-leader-migration", func(t *testing.T) { then(t, sb, dir, params["POD_NETWORK_CIDR"]) })
+		t.Run(thenName(then), func(t *testing.T) { then(t, sb, dir, params["POD_NETWORK_CIDR"]) })
 	}
+	holdOnFailure(t, sb)
 
 	// Tear-down leaves nothing behind: no process of a node, no cgroup, no
 	// mount, no state.
@@ -355,6 +358,34 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	phase("sandbox down", downStart)
 	assertNodesGone(t, sbDir, sandbox.CgroupTree(sbDir))
 	phase("total", start)
+}
+
+// thenName names the subtest of a run's second runbook.
+func thenName(then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)) string {
+	if fmt.Sprintf("%p", then) == fmt.Sprintf("%p", runCiliumOnNodes) {
+		return "cilium-multipool"
+	}
+	return "ccm-leader-migration"
+}
+
+// holdOnFailure keeps a failed run's nodes up for a person to look at
+// when CAIRN_NODETEST_HOLD names a file: until that file is removed, an
+// hour at most. Never in CI.
+func holdOnFailure(t *testing.T, sb *sandbox.Sandbox) {
+	hold := os.Getenv("CAIRN_NODETEST_HOLD")
+	if hold == "" || !t.Failed() || testrig.InCI() {
+		return
+	}
+	if err := os.WriteFile(hold, []byte(sb.Inventory().SSHConfig+"\n"), 0o644); err != nil {
+		t.Logf("hold: %v", err)
+		return
+	}
+	t.Logf("holding the nodes until %s is removed (ssh -F %s cp0)", hold, sb.Inventory().SSHConfig)
+	for deadline := time.Now().Add(time.Hour); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		if _, err := os.Stat(hold); err != nil {
+			return
+		}
+	}
 }
 
 // checkRun logs what cairn run printed at the terminal, reports the manual

@@ -57,12 +57,20 @@ func buildCairn(ctx context.Context) (string, error) {
 // cairn runs `cairn args...` with the given terminal. Cancelling ctx kills
 // the command's whole process group (its ssh and kubectl children too).
 func cairn(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, args ...string) error {
+	return cairnWith(ctx, nil, stdin, stdout, stderr, args...)
+}
+
+// cairnWith is cairn with env added to the test's environment.
+func cairnWith(ctx context.Context, env []string, stdin io.Reader, stdout, stderr io.Writer, args ...string) error {
 	bin, err := buildCairn(ctx)
 	if err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// A child left holding the command's output after it exits is an

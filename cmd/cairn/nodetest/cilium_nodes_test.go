@@ -1,0 +1,270 @@
+package nodetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/internal/bundledtest"
+	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/sandbox"
+)
+
+// The Cilium runbook on the cluster the kubeadm runbook built (cp0-cp2, w0):
+// Cilium v1.20.2 installed by the real helm from its chart, the agents as the
+// chart's DaemonSet pods on the nodes' kubelets and containerd, the operator
+// as its Deployment's pod, the runbook's test workload as pods whose
+// addresses the agents hand out and whose traffic crosses the nodes in
+// Cilium's VXLAN tunnel.
+//
+// What is real: kubelet, containerd, runc; cilium-agent compiling and
+// loading its datapath in each node's network namespace, its CNI plugin
+// wiring every test pod; cilium-operator-generic migrating the CiliumNodes;
+// helm upgrading the release; `kubectl exec` into the agents and the test
+// pods; curl between pods on different nodes. What the test plays: the
+// starting point (the install, the BGP advertisement a reader has), the
+// images a registry would serve (built here from the same release, see
+// sandbox.CiliumImages; the web server stands in for nginx), the
+// control-plane taints lifted so that the four test pods spread over four
+// nodes as on the runbook's kind cluster, and the person at the manual
+// step. Values the sandbox's nodes need are in ciliumSandboxValues.
+
+// ciliumSandboxValues are the chart values these nodes need beyond the
+// chart's defaults, and why:
+//   - the images are built here, so the chart's digests cannot match;
+//   - no Envoy image or L7 proxy (cilium-envoy is not built here) and no
+//     health endpoint (cilium-health-responder neither);
+//   - the host is cgroup v1 with a cgroup2 hierarchy at
+//     /sys/fs/cgroup/unified, already mounted: no auto-mount init container;
+//   - the node's sysctls are its network namespace's, set by its init, so no
+//     sysctl init container (it writes through the host's /proc/1);
+//   - no process here holds CAP_SYS_RESOURCE, so no container may ask for it;
+//   - kube-proxy is in place: agents reach the API through the load
+//     balancer, as before kube-proxy has written its rules.
+func ciliumSandboxValues(lbHost string, lbPort int) []string {
+	return []string{
+		"image.useDigest=false", "operator.image.useDigest=false",
+		"envoy.enabled=false", "l7Proxy=false",
+		"healthChecking=false", "endpointHealthChecking.enabled=false",
+		"cgroup.autoMount.enabled=false", "cgroup.hostRoot=/sys/fs/cgroup/unified",
+		"sysctlfix.enabled=false",
+		"securityContext.capabilities.ciliumAgent={CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_MODULE,SYS_ADMIN,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYSLOG}",
+		"securityContext.capabilities.cleanCiliumState={NET_ADMIN,SYS_MODULE,SYS_ADMIN}",
+		"k8sServiceHost=" + lbHost, fmt.Sprintf("k8sServicePort=%d", lbPort),
+		"operator.replicas=1",
+		"bgpControlPlane.enabled=true",
+	}
+}
+
+// ciliumNodes are the nodes the agents run on.
+var ciliumNodes = []string{"cp0", "cp1", "cp2", "w0"}
+
+func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
+	start := time.Now()
+	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
+	inv, lb := sb.Inventory(), sb.LoadBalancer()
+	bin := sandbox.BinDir()
+	kubeconfig := readerKubeconfig(t, inv, dir, "cilium-kubeconfig")
+	kubectl := func(stdin string, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	mustKubectl := func(stdin string, args ...string) string {
+		t.Helper()
+		out, err := kubectl(stdin, args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the cluster when the Cilium run failed:\n%s", ciliumState(kubectl))
+		}
+	})
+
+	// What a registry would serve: the images, imported into each node's
+	// runtime.
+	imgStart := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ciliumNodes))
+	for i, h := range ciliumNodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; crictl images | grep -E 'cilium|web'",
+				filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir))
+			if out, err := onNode(inv.SSHConfig, h, cmd, 3*time.Minute); err != nil {
+				errs[i] = fmt.Errorf("%s: importing the Cilium images: %v\n%s", h, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	phase("cilium images imported", imgStart)
+
+	// The starting point the runbook assumes, on a cluster like its kind
+	// example: pods may run on every node, Cilium is installed with Helm
+	// in cluster-pool mode (10.0.0.0/8 in /24s, the chart's default), the
+	// BGP control plane advertises PodCIDRs.
+	mustKubectl("", "taint", "nodes", "cp0", "cp1", "cp2", "node-role.kubernetes.io/control-plane:NoSchedule-")
+	installStart := time.Now()
+	helmArgs := []string{"--kubeconfig", kubeconfig, "install", "cilium", sandbox.CiliumChart(bin), "--namespace", "kube-system",
+		"--version", sandbox.CiliumVersion}
+	// By the name kubeadm's certificates carry (the nodes' /etc/hosts,
+	// which hostNetwork pods share, has it).
+	for _, v := range ciliumSandboxValues(lb.Name, lb.Port) {
+		helmArgs = append(helmArgs, "--set", v)
+	}
+	helmCtx, cancelHelm := context.WithTimeout(context.Background(), 3*time.Minute)
+	helmCmd := exec.CommandContext(helmCtx, filepath.Join(bin, sandbox.BinHelm), helmArgs...)
+	helmCmd.Env = append(os.Environ(), "HOME="+dir, "HELM_CACHE_HOME="+filepath.Join(dir, "helm"), "HELM_CONFIG_HOME="+filepath.Join(dir, "helm"), "HELM_DATA_HOME="+filepath.Join(dir, "helm"))
+	out, err := helmCmd.CombinedOutput()
+	cancelHelm()
+	if err != nil || !strings.Contains(string(out), "STATUS: deployed") {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	if out, err := kubectl("", "-n", "kube-system", "rollout", "status", "daemonset/cilium", "--timeout=6m"); err != nil {
+		t.Fatalf("the agents did not become ready: %v\n%s", err, out)
+	}
+	if out, err := kubectl("", "-n", "kube-system", "rollout", "status", "deployment/cilium-operator", "--timeout=3m"); err != nil {
+		t.Fatalf("the operator did not become ready: %v\n%s", err, out)
+	}
+	phase("cilium installed, agents ready", installStart)
+	mustKubectl(`apiVersion: cilium.io/v2
+kind: CiliumBGPAdvertisement
+metadata:
+  name: bgp-advertisements
+  labels: {advertise: bgp}
+spec:
+  advertisements:
+    - advertisementType: "PodCIDR"
+`, "apply", "-f", "-")
+
+	params := map[string]string{
+		"CILIUM_CHART": sandbox.CiliumChart(bin), "CILIUM_VERSION": sandbox.CiliumVersion,
+		"CANARY_NODE": "w0", "BGP_ADVERTISES_PODCIDR": "true",
+		"EGRESS_MASQUERADE_INTERFACES": "eth0",
+		"TEST_IMAGE":                   sandbox.ImageWeb,
+		// A private range for the second pool (the runbook's default is
+		// the original example's public 11.0.0.0/8).
+		"SECOND_POOL_CIDR": "172.30.0.0/16",
+	}
+	args := []string{"run", bundledtest.Path("cilium-multipool.md"), "--sandbox", "no", "--yes",
+		"--kubeconfig", kubeconfig, "--journal", filepath.Join(dir, "cilium-journal.jsonl")}
+	for k, v := range params {
+		args = append(args, "--param", k+"="+v)
+	}
+	stdin, answers, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	defer answers.Close()
+	stdout := &terminal{answers: answers, do: func(block string) error {
+		if block != "edit-bgp-advertisement" {
+			return fmt.Errorf("unexpected manual step")
+		}
+		// The person's kubectl edit, as the runbook shows it.
+		out, err := kubectl(`{"spec":{"advertisements":[{"advertisementType":"CiliumPodIPPool","selector":{"matchLabels":{"pool":"default"}}}]}}`,
+			"patch", "ciliumbgpadvertisement", "bgp-advertisements", "--type=merge", "--patch-file=/dev/stdin")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}}
+	var stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	runStart := time.Now()
+	// The blocks' kubectl and helm are the sandbox's; helm's files and
+	// backup-helm-values' go to a HOME of the test's own.
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + dir,
+		"HELM_CACHE_HOME=", "HELM_CONFIG_HOME=", "HELM_DATA_HOME=", "XDG_CACHE_HOME=", "XDG_CONFIG_HOME=", "XDG_DATA_HOME="}
+	err = cairnWith(ctx, env, stdin, stdout, &stderr, args...)
+	phase("cairn run cilium-multipool", runStart)
+	if err != nil {
+		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout, stderr.String())
+	}
+	ran := checkRun(t, stdout)
+	rb := bundledtest.Parse(t, "cilium-multipool.md")
+	executable := 0
+	for _, b := range rb.Blocks {
+		if b.Executable() && b.Target != runbook.TargetManual {
+			executable++
+			if !ran[b.ID] {
+				t.Errorf("block %s did not run", b.ID)
+			}
+		}
+	}
+	t.Logf("%d blocks ran on the nodes (all verified) of %d executable non-manual blocks in the runbook", len(ran), executable)
+
+	// Across nodes: the connectivity checks' lines name both ends; at
+	// least one pair must be on different nodes, or the tunnel was not
+	// crossed.
+	pods := mustKubectl("", "get", "pods", "-A", "-o", "wide", "--no-headers")
+	t.Logf("pods at the end:\n%s", pods)
+	phase("cilium total", start)
+}
+
+// readerKubeconfig writes the cluster's admin credentials (cp0's admin.conf)
+// under the context the bundled runbooks allow (kube.contexts), as a
+// reader's kubeconfig, and returns its path.
+func readerKubeconfig(t *testing.T, inv *sandbox.Inventory, dir, name string) string {
+	t.Helper()
+	root := ""
+	for _, h := range inv.Hosts {
+		if h.Name == "cp0" {
+			root = h.Root
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(root, "etc/kubernetes/admin.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kubeadm names its one context kubernetes-admin@kubernetes.
+	re := regexp.MustCompile(`(?m)^(\s*(?:- )?(?:name|current-context|context): )kubernetes-admin@kubernetes\s*$`)
+	data = re.ReplaceAll(data, []byte("${1}cairn-sandbox"))
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ciliumState is what a failed Cilium run leaves to read: pods, CiliumNodes,
+// the agents' and operator's last log lines, warnings.
+func ciliumState(kubectl func(string, ...string) (string, error)) string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"get", "pods", "-A", "-o", "wide"},
+		{"get", "ciliumnodes", "-o", "yaml"},
+		{"get", "events", "-A", "--field-selector", "type=Warning"},
+		{"-n", "kube-system", "logs", "-l", "app.kubernetes.io/name=cilium-agent", "-c", "cilium-agent", "--tail=20", "--prefix"},
+		{"-n", "kube-system", "logs", "-l", "app.kubernetes.io/name=cilium-operator", "--tail=20", "--prefix"},
+	} {
+		out, err := kubectl("", append([]string{"--request-timeout=20s"}, args...)...)
+		fmt.Fprintf(&b, "--- kubectl %s", strings.Join(args, " "))
+		if err != nil {
+			fmt.Fprintf(&b, " (%v)", err)
+		}
+		fmt.Fprintf(&b, "\n%s\n", bundledtest.Tail(out, 60))
+	}
+	return b.String()
+}
