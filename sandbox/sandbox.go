@@ -351,6 +351,9 @@ func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
 		if err := sb.startLB(ctx, pre); err != nil {
 			return err
 		}
+		if err := sb.writeCiliumValues(sb.LoadBalancer()); err != nil {
+			return fmt.Errorf("nodes: %w", err)
+		}
 		return sb.startExternalEtcd(ctx, pre)
 	}
 	if !sb.opts.NoKube {

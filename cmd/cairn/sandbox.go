@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -252,6 +253,10 @@ func printStatus(w io.Writer, st sandbox.Status) {
 			if st.Nodes {
 				fmt.Fprintf(w, "  nodes          every host is a bare node for kubeadm (containerd, the kubelet service, systemctl for it); kubeadm runs for real\n")
 				fmt.Fprintf(w, "  node images    %s (import on each node: ctr -n k8s.io images import FILE)\n", inv.ImagesDir)
+				if v := filepath.Join(st.Dir, sandbox.CiliumValuesFile); fileExists(v) {
+					fmt.Fprintf(w, "  cilium values  %s (after kubeadm, with %s imported: helm install cilium %s -n kube-system -f %s)\n",
+						v, filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir, "*.tar"), sandbox.CiliumChart(sandbox.BinDir()), v)
+				}
 			} else {
 				fmt.Fprintf(w, "  kubeadm        %s\n", sandbox.KubeadmDryRun)
 			}

@@ -35,34 +35,8 @@ import (
 // sandbox.CiliumImages; the web server stands in for nginx), the
 // control-plane taints lifted so that the four test pods spread over four
 // nodes as on the runbook's kind cluster, and the person at the manual
-// step. Values the sandbox's nodes need are in ciliumSandboxValues.
-
-// ciliumSandboxValues are the chart values these nodes need beyond the
-// chart's defaults, and why:
-//   - the images are built here, so the chart's digests cannot match;
-//   - no Envoy image or L7 proxy (cilium-envoy is not built here) and no
-//     health endpoint (cilium-health-responder neither);
-//   - the host is cgroup v1 with a cgroup2 hierarchy at
-//     /sys/fs/cgroup/unified, already mounted: no auto-mount init container;
-//   - the node's sysctls are its network namespace's, set by its init, so no
-//     sysctl init container (it writes through the host's /proc/1);
-//   - no process here holds CAP_SYS_RESOURCE, so no container may ask for it;
-//   - kube-proxy is in place: agents reach the API through the load
-//     balancer, as before kube-proxy has written its rules.
-func ciliumSandboxValues(lbHost string, lbPort int) []string {
-	return []string{
-		"image.useDigest=false", "operator.image.useDigest=false",
-		"envoy.enabled=false", "l7Proxy=false",
-		"healthChecking=false", "endpointHealthChecking.enabled=false",
-		"cgroup.autoMount.enabled=false", "cgroup.hostRoot=/sys/fs/cgroup/unified",
-		"sysctlfix.enabled=false",
-		"securityContext.capabilities.ciliumAgent={CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_MODULE,SYS_ADMIN,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYSLOG}",
-		"securityContext.capabilities.cleanCiliumState={NET_ADMIN,SYS_MODULE,SYS_ADMIN}",
-		"k8sServiceHost=" + lbHost, fmt.Sprintf("k8sServicePort=%d", lbPort),
-		"operator.replicas=1",
-		"bgpControlPlane.enabled=true",
-	}
-}
+// step. The chart values the sandbox's nodes need are sandbox.CiliumValues,
+// from the file the sandbox writes for a reader.
 
 // ciliumNodes are the nodes the agents run on.
 var ciliumNodes = []string{"cp0", "cp1", "cp2", "w0"}
@@ -70,7 +44,7 @@ var ciliumNodes = []string{"cp0", "cp1", "cp2", "w0"}
 func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 	start := time.Now()
 	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
-	inv, lb := sb.Inventory(), sb.LoadBalancer()
+	inv := sb.Inventory()
 	bin := sandbox.BinDir()
 	kubeconfig := readerKubeconfig(t, inv, dir, "cilium-kubeconfig")
 	kubectl := func(stdin string, args ...string) (string, error) {
@@ -127,11 +101,9 @@ func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 	installStart := time.Now()
 	helmArgs := []string{"--kubeconfig", kubeconfig, "install", "cilium", sandbox.CiliumChart(bin), "--namespace", "kube-system",
 		"--version", sandbox.CiliumVersion}
-	// By the name kubeadm's certificates carry (the nodes' /etc/hosts,
-	// which hostNetwork pods share, has it).
-	for _, v := range ciliumSandboxValues(lb.Name, lb.Port) {
-		helmArgs = append(helmArgs, "--set", v)
-	}
+	// With the values the sandbox wrote for its nodes (what `cairn sandbox
+	// status` tells a reader to use), and the BGP control plane on.
+	helmArgs = append(helmArgs, "-f", filepath.Join(sb.Dir(), sandbox.CiliumValuesFile), "--set", "bgpControlPlane.enabled=true")
 	helmCtx, cancelHelm := context.WithTimeout(context.Background(), 3*time.Minute)
 	helmCmd := exec.CommandContext(helmCtx, filepath.Join(bin, sandbox.BinHelm), helmArgs...)
 	helmCmd.Env = append(os.Environ(), "HOME="+dir, "HELM_CACHE_HOME="+filepath.Join(dir, "helm"), "HELM_CONFIG_HOME="+filepath.Join(dir, "helm"), "HELM_DATA_HOME="+filepath.Join(dir, "helm"))
@@ -166,7 +138,10 @@ spec:
 		// the original example's public 11.0.0.0/8).
 		"SECOND_POOL_CIDR": "172.30.0.0/16",
 	}
-	args := []string{"run", bundledtest.Path("cilium-multipool.md"), "--sandbox", "no", "--yes",
+	// Interactive, as a reader runs it: the terminal answers each
+	// confirmation and does the manual step (with --yes cairn run would
+	// not wait for it).
+	args := []string{"run", bundledtest.Path("cilium-multipool.md"), "--sandbox", "no",
 		"--kubeconfig", kubeconfig, "--journal", filepath.Join(dir, "cilium-journal.jsonl")}
 	for k, v := range params {
 		args = append(args, "--param", k+"="+v)
@@ -215,9 +190,33 @@ spec:
 	}
 	t.Logf("%d blocks ran on the nodes (all verified) of %d executable non-manual blocks in the runbook", len(ran), executable)
 
-	// Across nodes: the connectivity checks' lines name both ends; at
-	// least one pair must be on different nodes, or the tunnel was not
-	// crossed.
+	// The runbook's promise, read from what its blocks printed: the test
+	// pods were spread over nodes (so the checks crossed the tunnel), every
+	// address answering during the mixed phase still answers at the end (the
+	// pods kept their IPs through the agents' restarts), the restarted
+	// canary restored its endpoints, and the second pool's pod got an
+	// address of that pool.
+	mixed := outputOf(stdout.String(), "check-connectivity-mixed")
+	nodesSeen := map[string]bool{}
+	for _, m := range regexp.MustCompile(`ok   \S+ \((\S+)\) -> `).FindAllStringSubmatch(mixed, -1) {
+		nodesSeen[m[1]] = true
+	}
+	if len(nodesSeen) < 2 {
+		t.Errorf("the test pods ran on %d node(s), want them spread:\n%s", len(nodesSeen), mixed)
+	}
+	final := outputOf(stdout.String(), "check-connectivity-final")
+	for _, m := range regexp.MustCompile(`-> (\d+\.\d+\.\d+\.\d+)`).FindAllStringSubmatch(mixed, -1) {
+		if !strings.Contains(final, "-> "+m[1]+"\n") {
+			t.Errorf("%s answered before the agents' restarts but is not among the addresses at the end:\n%s", m[1], final)
+		}
+	}
+	if canary := outputOf(stdout.String(), "canary-agent-status"); !strings.Contains(canary, "[restored]") {
+		t.Errorf("the restarted canary agent restored no endpoint:\n%s", canary)
+	}
+	if v := outputOf(stdout.String(), "verify-second-pool"); !regexp.MustCompile(`OK: 172\.30\.\d+\.\d+ allocated from test-pool`).MatchString(v) {
+		t.Errorf("the second pool's pod has no address from 172.30.0.0/16:\n%s", v)
+	}
+	t.Logf("test pods on nodes %v; every pod address kept through the migration", nodesSeen)
 	pods := mustKubectl("", "get", "pods", "-A", "-o", "wide", "--no-headers")
 	t.Logf("pods at the end:\n%s", pods)
 	phase("cilium total", start)
