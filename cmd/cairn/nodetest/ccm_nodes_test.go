@@ -352,20 +352,7 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 	}
 	// The reader's kubeconfig: the cluster's admin credentials under the
 	// context the runbook allows (kube.contexts).
-	admin, err := clientcmd.LoadFromFile(filepath.Join(roots["cp0"], "etc/kubernetes/admin.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name := range admin.Contexts {
-		admin.Contexts["cairn-sandbox"] = admin.Contexts[name]
-		delete(admin.Contexts, name)
-		break
-	}
-	admin.CurrentContext = "cairn-sandbox"
-	kubeconfig := filepath.Join(dir, "ccm-kubeconfig")
-	if err := clientcmd.WriteToFile(*admin, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := readerKubeconfig(t, inv, dir, "ccm-kubeconfig")
 	rest, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)

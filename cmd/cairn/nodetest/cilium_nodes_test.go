@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
@@ -233,15 +235,18 @@ func readerKubeconfig(t *testing.T, inv *sandbox.Inventory, dir, name string) st
 			root = h.Root
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(root, "etc/kubernetes/admin.conf"))
+	admin, err := clientcmd.LoadFromFile(filepath.Join(root, "etc/kubernetes/admin.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// kubeadm names its one context kubernetes-admin@kubernetes.
-	re := regexp.MustCompile(`(?m)^(\s*(?:- )?(?:name|current-context|context): )kubernetes-admin@kubernetes\s*$`)
-	data = re.ReplaceAll(data, []byte("${1}cairn-sandbox"))
+	for name := range admin.Contexts {
+		admin.Contexts["cairn-sandbox"] = admin.Contexts[name]
+		delete(admin.Contexts, name)
+		break
+	}
+	admin.CurrentContext = "cairn-sandbox"
 	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := clientcmd.WriteToFile(*admin, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
