@@ -309,6 +309,35 @@ func onNode(sshConfig, host, cmd string, within time.Duration) (string, error) {
 	return string(out), err
 }
 
+// onNodes runs a shell command as root on every one of hosts at once,
+// for at most within each, and fails the test with the output of each host
+// where it failed.
+func onNodes(t *testing.T, sshConfig string, hosts []string, what string, within time.Duration, cmd string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(hosts))
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out, err := onNode(sshConfig, h, cmd, within); err != nil {
+				errs[i] = fmt.Errorf("%s: %s: %v\n%s", h, what, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	failed := false
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+			failed = true
+		}
+	}
+	if failed {
+		t.FailNow()
+	}
+}
+
 // cmProbe prints a node's controller manager processes and their healthz.
 const cmProbe = `for p in kube-controller-manager cloud-controller-manager; do echo "$p: $(pgrep -af "^[^ ]*$p( |\$)" | tr '\n' ' ')"; done
 echo "kcm healthz: $(curl -sk --max-time 5 https://127.0.0.1:10257/healthz)"
@@ -373,27 +402,11 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 	// for its CCM (a client certificate from the cluster CA, which every
 	// control-plane node holds after an --upload-certs join), its RBAC.
 	provStart := time.Now()
-	var wg sync.WaitGroup
-	provErrs := make([]error, len(cps))
-	for i, h := range cps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; "+
-				"kubeadm kubeconfig user --client-name=%s > /etc/kubernetes/cloud-controller-manager.conf.new && "+
-				"mv /etc/kubernetes/cloud-controller-manager.conf.new /etc/kubernetes/cloud-controller-manager.conf; crictl images | grep cairn.internal",
-				filepath.Join(inv.ImagesDir, sandbox.CCMImagesDir), bundledtest.CCMUser)
-			if out, err := onNode(inv.SSHConfig, h, cmd, 2*time.Minute); err != nil {
-				provErrs[i] = fmt.Errorf("%s: the provider's images and credentials: %v\n%s", h, err, out)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range provErrs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	onNodes(t, inv.SSHConfig, cps, "the provider's images and credentials", 2*time.Minute,
+		fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; "+
+			"kubeadm kubeconfig user --client-name=%s > /etc/kubernetes/cloud-controller-manager.conf.new && "+
+			"mv /etc/kubernetes/cloud-controller-manager.conf.new /etc/kubernetes/cloud-controller-manager.conf; crictl images | grep cairn.internal",
+			filepath.Join(inv.ImagesDir, sandbox.CCMImagesDir), bundledtest.CCMUser))
 	bundledtest.ProviderRBAC(t, client)
 	t.Logf("phase %-28s %6.1fs", "provider's images, credentials", time.Since(provStart).Seconds())
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,25 +73,9 @@ func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 	// What a registry would serve: the images, imported into each node's
 	// runtime.
 	imgStart := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, len(ciliumNodes))
-	for i, h := range ciliumNodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; crictl images | grep -E 'cilium|web'",
-				filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir))
-			if out, err := onNode(inv.SSHConfig, h, cmd, 3*time.Minute); err != nil {
-				errs[i] = fmt.Errorf("%s: importing the Cilium images: %v\n%s", h, err, out)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	onNodes(t, inv.SSHConfig, ciliumNodes, "importing the Cilium images", 3*time.Minute,
+		fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; crictl images | grep -E 'cilium|web'",
+			filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir)))
 	phase("cilium images imported", imgStart)
 
 	// The starting point the runbook assumes, on a cluster like its kind
