@@ -49,7 +49,8 @@ func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 	bin := sandbox.BinDir()
 	kubeconfig := readerKubeconfig(t, inv, dir, "cilium-kubeconfig")
 	kubectl := func(stdin string, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// Long enough for the rollouts' own --timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
@@ -73,9 +74,14 @@ func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 	// What a registry would serve: the images, imported into each node's
 	// runtime.
 	imgStart := time.Now()
-	onNodes(t, inv.SSHConfig, ciliumNodes, "importing the Cilium images", 3*time.Minute,
-		fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; crictl images | grep -E 'cilium|web'",
-			filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir)))
+	// One node at a time: each import writes the archives twice (content
+	// store, then snapshot), about 1.4 GB, and four at once stall every
+	// etcd on this disk; on 2 cores it is no slower.
+	for _, h := range ciliumNodes {
+		onNodes(t, inv.SSHConfig, []string{h}, "importing the Cilium images", 3*time.Minute,
+			fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; crictl images | grep -E 'cilium|web'",
+				filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir)))
+	}
 	phase("cilium images imported", imgStart)
 
 	// The starting point the runbook assumes, on a cluster like its kind
@@ -97,10 +103,10 @@ func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 	if err != nil || !strings.Contains(string(out), "STATUS: deployed") {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
-	if out, err := kubectl("", "-n", "kube-system", "rollout", "status", "daemonset/cilium", "--timeout=6m"); err != nil {
+	if out, err := kubectl("", "-n", "kube-system", "rollout", "status", "daemonset/cilium", "--timeout=8m"); err != nil {
 		t.Fatalf("the agents did not become ready: %v\n%s", err, out)
 	}
-	if out, err := kubectl("", "-n", "kube-system", "rollout", "status", "deployment/cilium-operator", "--timeout=3m"); err != nil {
+	if out, err := kubectl("", "-n", "kube-system", "rollout", "status", "deployment/cilium-operator", "--timeout=5m"); err != nil {
 		t.Fatalf("the operator did not become ready: %v\n%s", err, out)
 	}
 	phase("cilium installed, agents ready", installStart)
