@@ -45,6 +45,9 @@ var ciliumNodes = []string{"cp0", "cp1", "cp2", "w0"}
 func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 	start := time.Now()
 	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
+	building.Lock()
+	defer building.Unlock()
+	phase("waiting for clusters being built", start)
 	inv := sb.Inventory()
 	bin := sandbox.BinDir()
 	kubeconfig := readerKubeconfig(t, inv, dir, "cilium-kubeconfig")

@@ -53,32 +53,30 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		etcdHosts        int
 		then             func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)
 	}{
+		// The Cilium runbook on the cluster this run built: its agents as
+		// pods on these nodes. It never runs beside a cluster being built
+		// (see building), so it goes first: it then runs beside the CCM
+		// runbook of the run below, and the other two clusters are built
+		// after it.
+		{"external-copy", "external", "copy", 3, runCiliumOnNodes},
 		// The CCM runbook then runs on the control plane this run built:
 		// a kubeadm-built control plane is what it starts from, and
-		// building a second one would cost CI three more minutes. The
-		// longest run, so it starts first.
+		// building a second one would cost CI three more minutes.
 		{"stacked-upload", "stacked", "upload", 0, runCCMOnNodes},
 		{"external-upload", "external", "upload", 3, nil},
-		// The manual certificate paths: scp by the person at the
-		// terminal (interactive), and Cairn's own copy.
+		// The manual certificate path by scp: the person at the terminal
+		// (interactive).
 		{"stacked-scp", "stacked", "scp", 0, nil},
-		// The Cilium runbook on the cluster this run built: its agents as
-		// pods on these nodes. On the last run, so that it runs alone:
-		// four agents compiling their datapath and 2 GB of image imports
-		// beside another cluster's stacked etcd joins starved that etcd
-		// (measured in CI: an apiserver's etcd readiness failed).
-		{"external-copy", "external", "copy", 3, runCiliumOnNodes},
 	}
 	// Two clusters at a time, started in the order above: each run waits
 	// on its nodes more than it computes (about a third of a core), and
-	// each sandbox has its own bridge, namespaces and cgroup tree. The
-	// stacked-upload run goes first because it is the longest (about 400 s
-	// with the CCM runbook): measured, in go test's own order with it last,
-	// 640 s; in this order, in CI, the whole package took 89 s more than
-	// the four runs did without the CCM runbook. Three at a time is no
-	// faster on 2 cores (measured: each kubeadm run 300 s instead of 140 to
-	// 200, and an apiserver's etcd-readiness failed right after the last
-	// join). Goroutines, not t.Parallel: go test runs at most GOMAXPROCS
+	// each sandbox has its own bridge, namespaces and cgroup tree. Three
+	// at a time is no faster on 2 cores (measured: each kubeadm run 300 s
+	// instead of 140 to 200, and an apiserver's etcd-readiness failed
+	// right after the last join). Measured on a quick machine, with
+	// Cilium last and alone: 648 s for the package; in this order the
+	// Cilium run overlaps the CCM run instead of waiting for a slot.
+	// Goroutines, not t.Parallel: go test runs at most GOMAXPROCS
 	// parallel subtests and picks their order itself.
 	slots := make(chan struct{}, 2)
 	var wg sync.WaitGroup
@@ -158,6 +156,16 @@ func (tm *terminal) String() string {
 	return tm.out.String()
 }
 
+// building keeps the Cilium run away from clusters being built: a kubeadm
+// run holds it for reading from sandbox up until its kube-system pods are
+// ready, the Cilium run holds it for writing. Measured in CI, four agents
+// compiling their datapath and 2 GB of image imports beside another
+// cluster's stacked etcd joins starved that etcd (an apiserver's etcd
+// readiness failed). Beside a runbook that restarts controller managers
+// (the CCM run) it is fine. A waiting writer holds back new readers, so a
+// run that would start beside Cilium waits for it.
+var building sync.RWMutex
+
 func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)) {
 	start := time.Now()
 	// Registered first, so it logs last, after the teardown's lines: a CI
@@ -169,6 +177,11 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 		}
 	})
 	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
+	building.RLock()
+	var doneBuilding sync.Once
+	built := func() { doneBuilding.Do(building.RUnlock) }
+	defer built()
+	phase("waiting for the Cilium run", start)
 	dir := t.TempDir()
 	sbDir := filepath.Join(dir, "sb")
 	sb, err := sandbox.Up(bundledtest.Ctx(t, 3*time.Minute), sandbox.Options{StateDir: sbDir, DieWithParent: true, Nodes: true,
@@ -322,6 +335,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 			kc("get events -n kube-system --field-selector type=Warning"))
 	}
 	phase("kube-system pods ready", runStart)
+	built()
 	if topo == "external" && strings.Contains(pods, "etcd-cp") {
 		t.Errorf("external etcd, yet an etcd static pod runs on a control-plane node:\n%s", pods)
 	}
