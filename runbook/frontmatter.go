@@ -51,7 +51,7 @@ var frontMatterKeys = []string{"title", "slug", "summary", "lang", "tags", "dura
 	"prerequisites", "params", "kube", "requires", "write_back", "default_target"}
 
 var paramKeys = []string{"name", "title", "description", "type", "group", "default", "pattern",
-	"values", "secret", "required"}
+	"values", "secret", "required", "sandbox"}
 
 // parseFrontMatter fills r.Meta, r.Slug and r.Params. line0 is the file line
 // of the YAML's first line.
@@ -234,7 +234,7 @@ func (p *parseState) parseParams(v *yaml.Node, at func(*yaml.Node) Pos) {
 		}
 		prm := &Param{Pos: at(item), Type: TypeString}
 		required, requiredSet := false, false
-		var patternNode, defaultNode *yaml.Node
+		var patternNode, defaultNode, sandboxNode *yaml.Node
 		for j := 0; j+1 < len(item.Content); j += 2 {
 			k, val := item.Content[j], item.Content[j+1]
 			str := func(dst *string) {
@@ -280,6 +280,9 @@ func (p *parseState) parseParams(v *yaml.Node, at func(*yaml.Node) Pos) {
 				if err := val.Decode(&prm.Secret); err != nil {
 					p.errf(at(val), "param %s: secret: must be true or false", prm.Name)
 				}
+			case "sandbox":
+				sandboxNode = val
+				str(&prm.Sandbox)
 			case "required":
 				requiredSet = true
 				if err := val.Decode(&required); err != nil {
@@ -330,6 +333,16 @@ func (p *parseState) parseParams(v *yaml.Node, at func(*yaml.Node) Pos) {
 				p.errf(at(patternNode), "param %s: pattern: %s", prm.Name, reErr(err))
 			}
 			prm.Pattern = re
+		}
+		if sandboxNode != nil && !contains(SandboxFacts, prm.Sandbox) {
+			hint := ""
+			if n := nearest(prm.Sandbox, SandboxFacts); n != "" {
+				hint = fmt.Sprintf("did you mean %q? ", n)
+			}
+			p.errf(at(sandboxNode), "param %s: sandbox: unknown sandbox fact %q (%sknown: %s)", prm.Name, prm.Sandbox, hint, strings.Join(SandboxFacts, ", "))
+		}
+		if prm.Sandbox != "" && prm.Secret {
+			p.errf(at(sandboxNode), "param %s: a secret parameter cannot take its value from the sandbox", prm.Name)
 		}
 		prm.Required = !prm.HasDefault
 		if requiredSet {

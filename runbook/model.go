@@ -137,7 +137,33 @@ type Param struct {
 	Values      []string
 	Secret      bool
 	Required    bool
-	Pos         Pos
+	// Sandbox names the sandbox fact (one of SandboxFacts) that gives the
+	// parameter its value when the blocks run against `cairn sandbox`:
+	// the page offers it, `cairn run --sandbox` uses it unless --param
+	// says otherwise. Empty: the sandbox has nothing to say.
+	Sandbox string
+	Pos     Pos
+}
+
+// SandboxFacts are what the sandbox knows of itself that a parameter may
+// take its value from (front matter `sandbox: lb-name`). The sandbox
+// reports the facts of its mode: the load balancer's only in network
+// namespace mode, the node ones only with --nodes.
+var SandboxFacts = []string{
+	"lb-name",          // the load balancer's DNS name
+	"lb-port",          // its port
+	"ssh-user",         // the login user on every host
+	"ssh-key",          // the private key that user logs in with
+	"node-images",      // the directory of the node images' archives
+	"image-source",     // where nodes get images: "archive" (no registry)
+	"preflight-ignore", // kubeadm preflight checks this machine fails
+	"cni",              // the CNI the nodes have plugins for: "bridge"
+	"pod-network-cidr", // a pod range clear of the sandbox's networks
+	"worker-node",      // the first worker node's name
+	"node-interface",   // the nodes' network interface
+	"cilium-chart",     // the Cilium chart of the nodes' Cilium images
+	"cilium-version",   // its version
+	"test-image",       // an image every node has for test pods
 }
 
 // Label is the short name shown in forms and badges.
