@@ -62,10 +62,6 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
-	values, err := executor.ResolveParams(rb, given)
-	if err != nil {
-		return err
-	}
 	plan, err := planBlocks(rb, *step, *from, *block)
 	if err != nil {
 		return err
@@ -77,6 +73,23 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	defer x.Close()
 	for _, n := range x.notes {
 		fmt.Fprintf(m.Stderr, "executor: %s\n", n)
+	}
+	// Against the sandbox, what it knows of itself (its load balancer, its
+	// nodes' images, ...) fills the parameters --param leaves out.
+	var fromSandbox []string
+	for k, v := range x.targets.sandboxValues(rb) {
+		if _, ok := given[k]; !ok {
+			given[k] = v
+			fromSandbox = append(fromSandbox, k+"="+v)
+		}
+	}
+	if len(fromSandbox) > 0 {
+		slices.Sort(fromSandbox)
+		fmt.Fprintf(m.Stderr, "executor: from the sandbox: %s\n", strings.Join(fromSandbox, " "))
+	}
+	values, err := executor.ResolveParams(rb, given)
+	if err != nil {
+		return err
 	}
 	e := x.engine
 	// Non-secret captures of earlier runs let --from resume.

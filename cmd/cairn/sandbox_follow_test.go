@@ -245,25 +245,7 @@ func TestSandboxCannotStartPage(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	dir := contentDir(t, map[string]string{"follow.md": followRunbook + "\n## 3. Local {#local}\n\n```bash {#here target=local}\necho here\n```\n"})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &syncBuffer{}
-	m := &Main{Stdin: strings.NewReader(""), Stdout: stderr, Stderr: stderr}
-	done := make(chan error, 1)
-	go func() {
-		done <- m.Run(ctx, []string{"serve", "--port", "0", "--content", dir, "--sandbox", "start", "--journal", filepath.Join(tmp, "j.db")})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var base, token string
-	deadline := time.Now().Add(30 * time.Second)
-	for base == "" {
-		if mm := pairRe.FindStringSubmatch(stderr.String()); mm != nil {
-			base, token = mm[1], mm[2]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no pairing URL:\n%s", stderr.String())
-		} else {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	base, token, stderr := startServe(t, "--content", dir, "--sandbox", "start", "--journal", filepath.Join(tmp, "j.db"))
 	actx, c := context.WithTimeout(bctx, 60*time.Second)
 	defer c()
 	fail := func(err error) {
@@ -300,5 +282,25 @@ func TestSandboxCannotStartPage(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "sandbox cannot start") {
 		t.Errorf("terminal:\n%s", stderr.String())
+	}
+}
+
+// startServe runs `cairn serve --port 0 ARGS...` in this process until the
+// test ends and returns its address, its pairing token and what it prints.
+func startServe(t *testing.T, args ...string) (base, token string, out *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out = &syncBuffer{}
+	m := &Main{Stdin: strings.NewReader(""), Stdout: out, Stderr: out}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, append([]string{"serve", "--port", "0"}, args...)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if mm := pairRe.FindStringSubmatch(out.String()); mm != nil {
+			return mm[1], mm[2], out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pairing URL:\n%s", out.String())
+		}
 	}
 }

@@ -61,6 +61,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 		}
 		d = &daemon.Server{Engine: x.engine, Content: st, Token: daemon.NewToken(), Version: Version, Where: x.engine.KubeWhere}
 		d.Targets = x.targets.View
+		d.SandboxValues = x.targets.sandboxValues
 		say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
 		x.follow(ctx, say)
 		if ef.useSandbox == "start" {

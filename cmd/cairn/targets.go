@@ -34,6 +34,7 @@ type targets struct {
 // targetSet is one wiring of the kube and ssh runners.
 type targetSet struct {
 	inv       *sandbox.Inventory // the sandbox it was built from, or nil
+	facts     map[string]string  // that sandbox's facts (sandbox.Status.Facts)
 	kube      *kube.Runner
 	kubeErr   error
 	kubeShell executor.Runner
@@ -82,8 +83,10 @@ func newTargets(ctx context.Context, f *execFlags) (*targets, error) {
 	var inv *sandbox.Inventory
 	var k *sandbox.KubeInfo
 	t.sandbox = SandboxView{State: "off"}
+	var st sandbox.Status
 	if f.usesSandbox() {
-		st, err := sandbox.StatusOf(ctx, t.dir)
+		var err error
+		st, err = sandbox.StatusOf(ctx, t.dir)
 		t.sandbox = viewOf(t.dir, st, err)
 		inv, k = inUse(st, err)
 		if inv == nil && f.useSandbox == "yes" {
@@ -93,6 +96,9 @@ func newTargets(ctx context.Context, f *execFlags) (*targets, error) {
 	set, err := t.build(inv, k)
 	if err != nil {
 		return nil, err
+	}
+	if inv != nil {
+		set.facts = st.Facts()
 	}
 	t.cur = set
 	return t, nil
@@ -235,6 +241,28 @@ func (t *targets) kubeWhere(rb *runbook.Runbook) (string, error) {
 	return set.kube.Where(rb)
 }
 
+// sandboxValues are the values the sandbox in use gives rb's parameters
+// (their `sandbox:` facts), each one valid for its parameter; nil when the
+// blocks do not run against a sandbox.
+func (t *targets) sandboxValues(rb *runbook.Runbook) map[string]string {
+	facts := t.get().facts
+	if len(facts) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, p := range rb.Params {
+		v, ok := facts[p.Sandbox]
+		if p.Sandbox == "" || !ok || p.Validate(v) != nil {
+			continue
+		}
+		out[p.Name] = v
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // View reports the targets for GET /api/health.
 func (t *targets) View() any {
 	set := t.get()
@@ -327,6 +355,9 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	if berr != nil {
 		say("sandbox: " + berr.Error())
 		return
+	}
+	if inv != nil {
+		set.facts = st.Facts()
 	}
 	t.mu.Lock()
 	old := t.cur

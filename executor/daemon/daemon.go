@@ -63,6 +63,10 @@ type Server struct {
 	// Where, if set, describes the kube context a runbook's kube blocks
 	// will touch (shown on the page before anything runs).
 	Where func(rb *runbook.Runbook) (string, error)
+	// SandboxValues, if set, gives the values the sandbox in use offers a
+	// runbook's parameters (GET /api/runbooks/{slug}/target reports them
+	// as sandbox_values; the page offers to fill them in).
+	SandboxValues func(rb *runbook.Runbook) map[string]string
 	// Targets, if set, reports what blocks would run against now (cluster,
 	// SSH hosts, the sandbox's state); GET /api/health includes it so that
 	// the page follows a sandbox coming and going.
@@ -303,6 +307,11 @@ func (s *Server) target(w http.ResponseWriter, r *http.Request) {
 		out["kube"] = where
 		if err != nil {
 			out["kube_error"] = err.Error()
+		}
+	}
+	if s.SandboxValues != nil {
+		if v := s.SandboxValues(rb); len(v) > 0 {
+			out["sandbox_values"] = v
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

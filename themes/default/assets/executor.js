@@ -176,10 +176,49 @@
     });
   }
 
+  // sandboxFill offers, in the parameters form, the values the running
+  // sandbox knows (its load balancer, its nodes' image archives, ...): one
+  // click fills them in as if typed. Gone when the sandbox is.
+  var sandboxValues = null;
+  function sandboxFill(vals) {
+    sandboxValues = vals && Object.keys(vals).length ? vals : null;
+    var form = $("form.params"), btn = form && $(".params-sandbox", form);
+    if (!form || !window.Cairn || !window.Cairn.setParam) return;
+    if (!sandboxValues) { if (btn) btn.hidden = true; return; }
+    if (!btn) {
+      btn = el("button", "btn btn-small params-sandbox");
+      btn.type = "button";
+      var head = $(".params-head", form), reset = head && $(".params-reset", head);
+      if (head) head.insertBefore(btn, reset); else form.insertBefore(btn, form.firstChild);
+      btn.addEventListener("click", function () {
+        Object.keys(sandboxValues || {}).forEach(function (k) { window.Cairn.setParam(k, sandboxValues[k]); });
+        sandboxState();
+      });
+      form.addEventListener("input", sandboxState);
+      form.addEventListener("change", sandboxState);
+      if (reset) reset.addEventListener("click", function () { setTimeout(sandboxState, 0); });
+    }
+    btn.hidden = false;
+    btn.title = T("params_sandbox_title", "What the running sandbox knows:") + "\n" +
+      Object.keys(sandboxValues).sort().map(function (k) { return k + "=" + sandboxValues[k]; }).join("\n");
+    sandboxState();
+  }
+  // sandboxState shows whether the form holds the sandbox's values.
+  function sandboxState() {
+    var btn = $("form.params .params-sandbox");
+    if (!btn || !sandboxValues) return;
+    var cur = window.Cairn.values(), names = Object.keys(sandboxValues);
+    var inUse = names.every(function (k) { return String(cur[k]) === sandboxValues[k]; });
+    btn.disabled = inUse;
+    btn.classList.toggle("is-done", inUse);
+    btn.textContent = inUse ? T("params_sandbox_done", "Sandbox values in use") : T("params_sandbox", "Fill in from the sandbox") + " (" + names.length + ")";
+  }
+
   var kubeWhere = null;
   function loadTarget() {
     return api("/runbooks/" + encodeURIComponent(slug) + "/target").then(json).then(function (t) {
       kubeWhere = t;
+      sandboxFill(t.sandbox_values);
       $$('.cb-exec[data-target="kube"] .cb-head').forEach(function (head) {
         var old = $(".cb-where", head);
         if (old) old.remove();
