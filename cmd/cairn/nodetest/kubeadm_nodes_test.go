@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,29 +54,30 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		etcdHosts        int
 		then             func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)
 	}{
-		// The Cilium runbook on the cluster this run built: its agents as
-		// pods on these nodes. It never runs beside a cluster being built
-		// (see building), so it goes first: it then runs beside the CCM
-		// runbook of the run below, and the other two clusters are built
-		// after it.
-		{"external-copy", "external", "copy", 3, runCiliumOnNodes},
 		// The CCM runbook then runs on the control plane this run built:
 		// a kubeadm-built control plane is what it starts from, and
-		// building a second one would cost CI three more minutes.
+		// building a second one would cost CI three more minutes. The
+		// longest run, so it starts first.
 		{"stacked-upload", "stacked", "upload", 0, runCCMOnNodes},
 		{"external-upload", "external", "upload", 3, nil},
 		// The manual certificate path by scp: the person at the terminal
 		// (interactive).
 		{"stacked-scp", "stacked", "scp", 0, nil},
+		// The Cilium runbook on the cluster this run built: its agents as
+		// pods on these nodes. Last, and never beside a cluster being
+		// built (see building).
+		{"external-copy", "external", "copy", 3, runCiliumOnNodes},
 	}
 	// Two clusters at a time, started in the order above: each run waits
 	// on its nodes more than it computes (about a third of a core), and
 	// each sandbox has its own bridge, namespaces and cgroup tree. Three
 	// at a time is no faster on 2 cores (measured: each kubeadm run 300 s
 	// instead of 140 to 200, and an apiserver's etcd-readiness failed
-	// right after the last join). Measured on a quick machine, with
-	// Cilium last and alone: 648 s for the package; in this order the
-	// Cilium run overlaps the CCM run instead of waiting for a slot.
+	// right after the last join). Cilium first, beside the CCM run, was
+	// about 100 s faster in one CI-like run and failed the next: Cilium
+	// waited for the lock while its idle cluster and a stacked cluster's
+	// joins shared the cores, the joins timed out (TLS bootstrap), then
+	// its own apiservers stopped answering. Last, it waits for nothing.
 	// Goroutines, not t.Parallel: go test runs at most GOMAXPROCS
 	// parallel subtests and picks their order itself.
 	slots := make(chan struct{}, 2)
@@ -211,10 +213,29 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 		// the joins (what a reader does after the 2-hour key expired).
 		params["REFRESH_JOIN"] = "true"
 	}
-	args := []string{"run", bundledtest.Path("kubeadm-ha.md"), "--sandbox", "no",
-		"--kubeconfig", filepath.Join(dir, "no-kubeconfig"),
-		"--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts, "--identity", inv.IdentityFile,
+	// The external-etcd upload run is a reader's `cairn run --sandbox=yes`:
+	// the sandbox gives the hosts and what it knows of itself (its load
+	// balancer, login, image archives, preflight allowance, CNI and pod
+	// range: sandbox/facts.go); the test checks it gave what the other
+	// runs pass by hand.
+	fromSandbox := topo == "external" && dist == "upload"
+	var fromSandboxWant []string
+	args := []string{"run", bundledtest.Path("kubeadm-ha.md"), "--kubeconfig", filepath.Join(dir, "no-kubeconfig"),
 		"--journal", filepath.Join(dir, "journal.jsonl")}
+	if fromSandbox {
+		for _, k := range []string{"COPY_USER", "IMAGE_ARCHIVE_DIR", "IMAGE_SOURCE", "LOAD_BALANCER_DNS", "LOAD_BALANCER_PORT",
+			"POD_NETWORK_CIDR", "PREFLIGHT_IGNORE", "CNI_PLUGIN"} {
+			// A cgroup v2 machine passes SystemVerification.
+			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); k != "PREFLIGHT_IGNORE" || err != nil {
+				fromSandboxWant = append(fromSandboxWant, k+"="+params[k])
+			}
+			delete(params, k)
+		}
+		args = append(args, "--sandbox", "yes")
+	} else {
+		args = append(args, "--sandbox", "no",
+			"--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts, "--identity", inv.IdentityFile)
+	}
 	for k, v := range params {
 		args = append(args, "--param", k+"="+v)
 	}
@@ -246,11 +267,19 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	runStart := time.Now()
-	err = cairn(ctx, stdin, stdout, &stderr, args...)
+	err = cairnWith(ctx, []string{sandbox.EnvStateDir + "=" + sbDir}, stdin, stdout, &stderr, args...)
 	phase("cairn run kubeadm-ha", runStart)
 	if err != nil {
 		failedRun = bundledtest.Tail(stdout.String(), 40) + "\n" + stderr.String() + "\n" + clusterState(inv.SSHConfig, sbDir)
 		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout, stderr.String())
+	}
+	if fromSandbox {
+		said := regexp.MustCompile(`(?m)^executor: from the sandbox: (.*)$`).FindStringSubmatch(stderr.String())
+		for _, w := range fromSandboxWant {
+			if said == nil || !slices.Contains(strings.Fields(said[1]), w) {
+				t.Errorf("the sandbox did not give %s; cairn run said:\n%s", w, stderr.String())
+			}
+		}
 	}
 	ran := checkRun(t, stdout)
 	init := map[string]string{"stacked": "init-stacked", "external": "init-external"}[topo]
