@@ -255,7 +255,7 @@ func printStatus(w io.Writer, st sandbox.Status) {
 				fmt.Fprintf(w, "  node images    %s (import on each node: ctr -n k8s.io images import FILE)\n", inv.ImagesDir)
 				if v := filepath.Join(st.Dir, sandbox.CiliumValuesFile); fileExists(v) {
 					fmt.Fprintf(w, "  cilium values  %s (after kubeadm, with %s imported: helm install cilium %s -n kube-system -f %s)\n",
-						v, filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir, "*.tar"), sandbox.CiliumChart(sandbox.BinDir()), v)
+						v, filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir, "*.tar"), st.Facts()[sandbox.FactCiliumChart], v)
 				}
 			} else {
 				fmt.Fprintf(w, "  kubeadm        %s\n", sandbox.KubeadmDryRun)

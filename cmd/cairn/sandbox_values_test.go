@@ -147,7 +147,8 @@ func TestBundledSandboxValuesValid(t *testing.T) {
 			Hosts:     []sandbox.Host{{Name: "cp0"}, {Name: "w0"}},
 			Groups:    map[string][]string{sandbox.GroupWorkers: {"w0"}},
 			ImagesDir: "/root/.cache/cairn/sandbox/v1.37.2-etcd3.6.16/bin/images"}}
-	tg := &targets{cur: &targetSet{facts: st.Facts()}}
+	facts := st.Facts()
+	tg := &targets{cur: &targetSet{facts: facts}}
 	for _, file := range []string{"kubeadm-ha.md", "ccm-leader-migration.md", "cilium-multipool.md", "practice.md"} {
 		rb := bundledtest.Parse(t, file)
 		got := tg.sandboxValues(rb)
@@ -155,7 +156,7 @@ func TestBundledSandboxValuesValid(t *testing.T) {
 			if p.Sandbox == "" {
 				continue
 			}
-			v, ok := st.Facts()[p.Sandbox]
+			v, ok := facts[p.Sandbox]
 			if !ok {
 				if p.Sandbox == sandbox.FactPreflightIgnore {
 					continue // a cgroup v2 machine has nothing to ignore

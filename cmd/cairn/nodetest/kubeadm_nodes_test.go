@@ -223,10 +223,12 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	args := []string{"run", bundledtest.Path("kubeadm-ha.md"), "--kubeconfig", filepath.Join(dir, "no-kubeconfig"),
 		"--journal", filepath.Join(dir, "journal.jsonl")}
 	if fromSandbox {
+		// A cgroup v2 machine passes SystemVerification: nothing to ignore.
+		_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+		cgroupV1 := err != nil
 		for _, k := range []string{"COPY_USER", "IMAGE_ARCHIVE_DIR", "IMAGE_SOURCE", "LOAD_BALANCER_DNS", "LOAD_BALANCER_PORT",
 			"POD_NETWORK_CIDR", "PREFLIGHT_IGNORE", "CNI_PLUGIN"} {
-			// A cgroup v2 machine passes SystemVerification.
-			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); k != "PREFLIGHT_IGNORE" || err != nil {
+			if k != "PREFLIGHT_IGNORE" || cgroupV1 {
 				fromSandboxWant = append(fromSandboxWant, k+"="+params[k])
 			}
 			delete(params, k)
