@@ -16,3 +16,6 @@ func SimilarPatternsForTest(tmpl string) (string, string) {
 
 // PCRECaptureForTest is pcreCapture.
 func PCRECaptureForTest(re *regexp.Regexp) (string, error) { return pcreCapture(re) }
+
+// RuntimeForTest is the shell runtime every exported script starts with.
+func RuntimeForTest() string { return runtime }

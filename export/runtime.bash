@@ -874,9 +874,12 @@ cairn_group() {
 			cairn_host_failed "$i" "$want" && failed=1
 			continue
 		fi
+		# The status file appears whole (written aside, then renamed): the
+		# loop below reads every host's file while others are still writing.
 		(
 			"$fn" "${cairn_hosts[i]}" "$@" </dev/null >"$cairn_tmp/out.$i" 2>&1
-			echo $? >"$cairn_tmp/exit.$i"
+			echo $? >"$cairn_tmp/exit.$i.part"
+			mv -f -- "$cairn_tmp/exit.$i.part" "$cairn_tmp/exit.$i"
 		) &
 		running=$((running + 1))
 		if ((running >= par)); then
