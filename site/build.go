@@ -6,6 +6,7 @@ package site
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,10 @@ type Builder struct {
 
 	mu       sync.Mutex
 	runbooks map[string]*entry // by path
+	// parsed is the sha256 of the bytes each file was last parsed from,
+	// good or broken, so that the dev server can tell a file it rendered
+	// already (a write-back it re-rendered itself) from a new edit.
+	parsed map[string][32]byte
 	// shared is the last index and 404 page with what they were made from,
 	// so that an update which changes no navigation does not redo them.
 	shared *sharedPages
@@ -80,6 +85,7 @@ type entry struct {
 	searchJSON []byte
 	nav        string // navigation fingerprint: title, slug, weight, steps
 	diags      runbook.Diagnostics
+	sum        [32]byte // of the source bytes
 	// rendered: the page was made (its content may be empty: a runbook
 	// with front matter and no body still gets its page).
 	rendered bool
@@ -124,6 +130,7 @@ func New(opts Options) (*Builder, error) {
 		theme:    th,
 		md:       goldmark.New(goldmark.WithExtensions(extension.GFM)),
 		runbooks: map[string]*entry{},
+		parsed:   map[string][32]byte{},
 	}, nil
 }
 
@@ -148,6 +155,7 @@ func (b *Builder) Build(ctx context.Context) (*Result, error) {
 	}
 	b.mu.Lock()
 	b.runbooks = map[string]*entry{}
+	b.parsed = map[string][32]byte{}
 	b.shared = nil
 	b.mu.Unlock()
 	if err := b.parseAndRender(ctx, paths); err != nil {
@@ -159,6 +167,19 @@ func (b *Builder) Build(ctx context.Context) (*Result, error) {
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// current reports whether path holds exactly the bytes it was last parsed
+// from (a file that is gone, or was never parsed, is not current).
+func (b *Builder) current(path string) bool {
+	src, err := readFile(path)
+	if err != nil {
+		return false
+	}
+	b.mu.Lock()
+	sum, ok := b.parsed[path]
+	b.mu.Unlock()
+	return ok && sum == sha256.Sum256(src)
 }
 
 // Update re-parses the given runbook files (added, changed or removed) and
@@ -176,6 +197,7 @@ func (b *Builder) Update(ctx context.Context, changed []string) (*Result, error)
 		} else {
 			b.mu.Lock()
 			delete(b.runbooks, p)
+			delete(b.parsed, p)
 			b.mu.Unlock()
 		}
 	}
@@ -260,6 +282,7 @@ feed:
 			return errs[i]
 		}
 		e := results[i]
+		b.parsed[p] = e.sum
 		if len(e.diags) > 0 {
 			if old, ok := b.runbooks[p]; ok && old.rb != nil && len(old.diags) == 0 {
 				old.diags = e.diags
@@ -280,7 +303,7 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 	if rb.Meta.LangDefaulted && b.opts.Lang != "" {
 		rb.Meta.Lang = b.opts.Lang
 	}
-	e := &entry{rb: rb}
+	e := &entry{rb: rb, sum: sha256.Sum256(src)}
 	var ds runbook.Diagnostics
 	if errors.As(err, &ds) {
 		e.diags = ds

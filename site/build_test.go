@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -188,7 +189,6 @@ func TestServeLiveReload(t *testing.T) {
 	a := filepath.Join(dir, "a.md")
 	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n처음\n"))
 	base, updates := devServer(t, dir)
-	ctx := t.Context()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(base + path)
 		if err != nil {
@@ -205,22 +205,7 @@ func TestServeLiveReload(t *testing.T) {
 	if code, _ := get("nope/"); code != 404 {
 		t.Errorf("GET nope/: %d, want 404", code)
 	}
-	// Subscribe to events before editing.
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"_cairn/events", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := make(chan string, 8)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "data: ") {
-				events <- sc.Text()
-			}
-		}
-	}()
+	events := liveEvents(t, base) // subscribed before editing
 	wait := func(what string) string {
 		select {
 		case <-updates:
@@ -236,7 +221,7 @@ func TestServeLiveReload(t *testing.T) {
 		return ""
 	}
 	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n두번째\n"))
-	if ev := wait("edit"); !strings.Contains(ev, `"reload"`) {
+	if ev := wait("edit"); !strings.Contains(ev, `"reload"`) || !strings.Contains(ev, `"changed":["a.md"]`) {
 		t.Errorf("event = %s", ev)
 	}
 	if _, body := get("a/"); !strings.Contains(body, "두번째") {
@@ -264,9 +249,92 @@ func TestServeLiveReload(t *testing.T) {
 	}
 }
 
+// liveEvents subscribes to the dev server's live-reload stream (until t
+// ends) and returns its data lines.
+func liveEvents(t *testing.T, base string) <-chan string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"_cairn/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	events := make(chan string, 8)
+	connected := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if sc.Text() == ": connected" {
+				close(connected)
+			}
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				events <- sc.Text()
+			}
+		}
+	}()
+	select {
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("live-reload stream did not connect")
+	}
+	return events
+}
+
+// TestDevServerWriteBackReloadsNoPage: a runbook the server re-rendered
+// itself after changing it (RefreshAfter: the executor writing a verified
+// output back) reloads no open page, since a reload would cut the streams
+// of blocks still running there (CI stop 25: "Failed to fetch"); an edit
+// by hand right after still reloads, naming only its own file.
+func TestDevServerWriteBackReloadsNoPage(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.md"), filepath.Join(dir, "b.md")
+	writeFile(t, a, runbookMD("가", "## 하나 {#one}\n\n처음\n"))
+	writeFile(t, b, runbookMD("나", "## 하나 {#one}\n\n처음\n"))
+	srv, base, updates := startDevServer(t, dir)
+	events := liveEvents(t, base)
+	srv.RefreshAfter(t.Context(), []string{a}, func() {
+		// As the executor writes: a hidden temporary file renamed over it.
+		tmp := filepath.Join(dir, ".a.md.tmp-1")
+		writeFile(t, tmp, runbookMD("가", "## 하나 {#one}\n\n기록된 출력\n"))
+		if err := os.Rename(tmp, a); err != nil {
+			t.Fatal(err)
+		}
+	})
+	select {
+	case <-updates:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RefreshAfter did not re-render")
+	}
+	resp, err := http.Get(base + "a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "기록된 출력") {
+		t.Error("the page does not show what RefreshAfter wrote")
+	}
+	writeFile(t, b, runbookMD("나", "## 하나 {#one}\n\n고침\n"))
+	select {
+	case ev := <-events:
+		if ev != `data: {"changed":["b.md"],"type":"reload"}` {
+			t.Errorf("first live-reload event after a write-back and an edit: %s (want a reload for b.md only)", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload after an edit by hand")
+	}
+}
+
 // devServer serves dir with live reload (as cairn serve does) until t ends
 // and returns its URL, once the first build is done, and its rebuilds.
 func devServer(t *testing.T, dir string) (string, <-chan *site.Result) {
+	t.Helper()
+	_, base, updates := startDevServer(t, dir)
+	return base, updates
+}
+
+// startDevServer is devServer that also returns the server.
+func startDevServer(t *testing.T, dir string) (*site.Server, string, <-chan *site.Result) {
 	t.Helper()
 	b, err := site.New(site.Options{Content: dir, Dev: true})
 	if err != nil {
@@ -294,7 +362,7 @@ func devServer(t *testing.T, dir string) (string, <-chan *site.Result) {
 		t.Fatal("server did not start")
 	}
 	<-updates // the first build
-	return base, updates
+	return srv, base, updates
 }
 
 // TestDevServerDropsRemovedFolder: a folder of runbooks moved out of the

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -196,6 +197,11 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 				themeChanged = true
 			case IsContentFile(ev.Name):
 				pending[ev.Name] = true
+			case ignoredName(ev.Name):
+				// A hidden folder is never served, and a dotfile or a
+				// backup~ is never a runbook: the write-back's temporary
+				// file renamed into place must not rebuild everything.
+				continue
 			case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
 				// A folder moved or removed as a whole reports only its own
 				// name, not the runbooks in it: rebuild everything so that
@@ -208,7 +214,22 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 		case <-timer.C:
 			var res *Result
 			var err error
+			var changed []string // nil: everything was rebuilt
 			s.buildMu.Lock()
+			if !themeChanged && !rescan {
+				// A file already rendered as it is now (the executor's
+				// write-back, re-rendered by RefreshAfter) needs no build,
+				// and open pages no reload: they show that result already.
+				for p := range pending {
+					if s.b.current(p) {
+						delete(pending, p)
+					}
+				}
+				if len(pending) == 0 {
+					s.buildMu.Unlock()
+					continue
+				}
+			}
 			if themeChanged {
 				if err = s.b.ReloadTheme(); err == nil {
 					res, err = s.b.Build(ctx)
@@ -216,24 +237,30 @@ func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 			} else if rescan {
 				res, err = s.b.Build(ctx)
 			} else {
-				paths := make([]string, 0, len(pending))
 				for p := range pending {
-					paths = append(paths, p)
+					changed = append(changed, p)
 				}
-				res, err = s.b.Update(ctx, paths)
+				sort.Strings(changed)
+				res, err = s.b.Update(ctx, changed)
 			}
 			pending, themeChanged, rescan = map[string]bool{}, false, false
 			if ctx.Err() != nil {
 				s.buildMu.Unlock()
 				return
 			}
-			s.publish(res, err)
+			s.publishQuiet(res, err, true, s.contentNames(changed))
 			if s.opts.OnUpdate != nil {
 				s.opts.OnUpdate(res, err)
 			}
 			s.buildMu.Unlock()
 		}
 	}
+}
+
+// ignoredName: a name whose removal or rename cannot take a runbook away.
+func ignoredName(p string) bool {
+	base := filepath.Base(p)
+	return strings.HasPrefix(base, ".") || strings.HasSuffix(base, "~")
 }
 
 func within(p, dir string) bool {
@@ -243,21 +270,43 @@ func within(p, dir string) bool {
 
 // Refresh re-renders the given runbook files now (after a run, so that the
 // page bakes in its result). Open pages are not reloaded: they already show
-// the result live, and a reload would lose the reader's place.
-func (s *Server) Refresh(ctx context.Context, paths []string) {
+// the result live, and a reload would lose the reader's place (and cut the
+// streams of blocks still running).
+func (s *Server) Refresh(ctx context.Context, paths []string) { s.RefreshAfter(ctx, paths, nil) }
+
+// RefreshAfter runs write, which changes the given runbook files (the
+// executor writing a verified output back), and re-renders them as Refresh
+// does. The file watcher then sees them already rendered and reloads no page.
+func (s *Server) RefreshAfter(ctx context.Context, paths []string, write func()) {
 	s.buildMu.Lock()
 	defer s.buildMu.Unlock()
+	if write != nil {
+		write()
+	}
 	res, err := s.b.Update(ctx, paths)
-	s.publishQuiet(res, err, false)
+	s.publishQuiet(res, err, false, nil)
 	if s.opts.OnUpdate != nil {
 		s.opts.OnUpdate(res, err)
 	}
 }
 
 // publish swaps in a new build and notifies pages.
-func (s *Server) publish(res *Result, err error) { s.publishQuiet(res, err, true) }
+func (s *Server) publish(res *Result, err error) { s.publishQuiet(res, err, true, nil) }
 
-func (s *Server) publishQuiet(res *Result, err error, notify bool) {
+// contentNames are paths relative to the content folder, slash-separated.
+func (s *Server) contentNames(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if rel, err := filepath.Rel(s.b.opts.Content, p); err == nil {
+			out = append(out, filepath.ToSlash(rel))
+		}
+	}
+	return out
+}
+
+// publishQuiet swaps in a new build; with notify it tells open pages to
+// reload (naming the changed content files when only some changed).
+func (s *Server) publishQuiet(res *Result, err error, notify bool, changed []string) {
 	var msgs []string
 	if err != nil {
 		msgs = []string{err.Error()}
@@ -315,6 +364,9 @@ func (s *Server) publishQuiet(res *Result, err error, notify bool) {
 		return
 	}
 	ev := map[string]any{"type": "reload"}
+	if changed != nil {
+		ev["changed"] = changed
+	}
 	if len(msgs) > 0 {
 		ev = map[string]any{"type": "errors", "errors": msgs}
 	}

@@ -240,7 +240,9 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	verified("apply-pod")
 	click("pod-running") // fails on purpose (after retries), with the reason shown
 	// A reload while it runs follows the same run, live, to its end.
-	waitJS(`document.querySelector("#block-pod-running.cb-running")`, 10*time.Second)
+	// Once the executor has the run (a reload before the request left would
+	// rightly find none).
+	waitJS(`document.querySelector("#block-pod-running.cb-running .cb-result[data-run]")`, 10*time.Second)
 	run(chromedp.Reload())
 	waitJS(`document.querySelector("#block-pod-running.cb-running .cb-result-running")`, 10*time.Second)
 	waitJS(`document.querySelector("#block-pod-running.cb-failed")`, 40*time.Second)

@@ -71,7 +71,10 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 		opts.Results = journalResults(x.engine.Journal)
 		d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {
 			if rec.Status == executor.StatusVerified && (ef.writeBack || rb.Meta.WriteBack) {
-				writeBack(m.Stderr, st, x.engine.Journal, rb, rec) // fsnotify then re-renders the page
+				// Written and re-rendered under the build lock: the watcher
+				// then finds the file rendered and reloads no open page (a
+				// reload would cut the streams of blocks still running).
+				srv.RefreshAfter(ctx, []string{rb.Path}, func() { writeBack(m.Stderr, st, x.engine.Journal, rb, rec) })
 				return
 			}
 			srv.Refresh(ctx, []string{rb.Path}) // bake the result into the page

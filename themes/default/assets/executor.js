@@ -280,7 +280,7 @@
       if (btn) btn.disabled = false;
     }
     return {
-      code: code, cancel: cancel, finish: finish,
+      box: box, code: code, cancel: cancel, finish: finish,
       error: function (err) {
         finish();
         status.className = "status status-error";
@@ -294,14 +294,38 @@
     };
   }
 
-  // follow streams run id into ui until it ends, then shows its record.
+  // follow streams run id into ui until it ends, then shows its record. The
+  // run goes on in the executor whatever happens to the connection, so a
+  // stream that breaks (a network error, or an end without the record) is
+  // opened again, a few times, and replays the output; an answer of the
+  // executor (an unknown run, too many streams) is shown as it is.
+  var followTries = 5;
   function follow(id, block, ui) {
     ui.cancel.onclick = function () { api("/runs/" + id + "/cancel", { method: "POST" }); };
-    return stream(id, ui.code, block).then(function (rec) {
+    ui.box.setAttribute("data-run", id); // the executor has the run: a reload finds it
+    var tries = 0;
+    function attempt() {
+      return stream(id, ui.code, block).then(function (rec) {
+        if (!rec) {
+          var e = new Error(T("stream_lost", "the connection to the executor ended before the run did"));
+          e.broken = true;
+          throw e;
+        }
+        return rec;
+      }).catch(function (err) {
+        if (err.code || (!err.broken && !(err instanceof TypeError)) || ++tries >= followTries) throw err;
+        ui.box.setAttribute("data-reconnects", String(tries));
+        return new Promise(function (done) { setTimeout(done, 250 * tries); }).then(function () {
+          ui.code.textContent = ""; // the stream replays the output
+          return attempt();
+        });
+      });
+    }
+    return attempt().then(function (rec) {
       ui.finish();
-      if (rec) showRecord(block, rec);
-      if (rec && window.Cairn && window.Cairn.setCaptures) window.Cairn.setCaptures(rec.captures);
-      if (rec && rec.status === "verified") autoTick(block);
+      showRecord(block, rec);
+      if (window.Cairn && window.Cairn.setCaptures) window.Cairn.setCaptures(rec.captures);
+      if (rec.status === "verified") autoTick(block);
     }).catch(function (err) { ui.error(err); });
   }
 
