@@ -1,7 +1,7 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"net/url"
 	"os"
 	"os/exec"
@@ -55,43 +55,19 @@ write_back: true
 	if err != nil {
 		t.Fatal(err)
 	}
-	actx, c := context.WithTimeout(bctx, 90*time.Second)
-	defer c()
-	fail := func(what string, err error) {
-		t.Helper()
-		state, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll(".cb-result")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 300)).join(" || ")`))
-		t.Fatalf("%s: %v\npage: %s\nserve said:\n%s", what, err, state, stderr.String())
-	}
-	poll := func(js string, d time.Duration) {
-		t.Helper()
-		if _, err := chromedp.Run(actx, chromedp.Poll[bool]("!!("+js+")", chromedp.WithPollingTimeout(d))); err != nil {
-			fail("waiting for "+js, err)
-		}
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(actx, chromedp.Evaluate[string](js))
-		if err != nil {
-			fail(js, err)
-		}
-		return v
-	}
-	if _, err := chromedp.Run(actx, chromedp.Navigate(base+"drop/#cairn-token="+token)); err != nil {
-		fail("open the page", err)
-	}
+	pg := newTestPage(t, bctx, 90*time.Second, stderr, `Array.from(document.querySelectorAll(".cb-result")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 300)).join(" || ")`)
+	pg.run("open the page", chromedp.Navigate(base+"drop/#cairn-token="+token))
 	// Connected; kube blocks are off (no cluster), local ones run.
-	poll(`document.querySelector("#cairn-exec-status.exec-warn") && !document.querySelector(".cb-run[aria-disabled=true]")`, 20*time.Second)
-	eval(`(window.__notReloaded = "yes")`)
+	pg.poll("the page is paired", `document.querySelector("#cairn-exec-status.exec-warn") && !document.querySelector(".cb-run[aria-disabled=true]")`, 20*time.Second)
+	pg.eval(`(window.__notReloaded = "yes")`)
 
 	// A verified block is written back; the page re-renders, the open one
 	// stays as it is.
-	if _, err := chromedp.Run(actx, chromedp.Click(chromedp.CSS(`#block-quick-one .cb-run`))); err != nil {
-		fail("click quick-one", err)
-	}
-	poll(`document.querySelector("#block-quick-one.cb-verified")`, 20*time.Second)
+	pg.run("click quick-one", chromedp.Click(chromedp.CSS(`#block-quick-one .cb-run`)))
+	pg.poll("quick-one verified", `document.querySelector("#block-quick-one.cb-verified")`, 20*time.Second)
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "wrote verified output of quick-one"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			fail("write-back", nil)
+			pg.fail("write-back", errors.New("serve did not write quick-one back"))
 		}
 	}
 	src, _ := os.ReadFile(filepath.Join(dir, "drop.md"))
@@ -99,38 +75,36 @@ write_back: true
 		t.Errorf("no written-back output in the Markdown:\n%s", src)
 	}
 
-	if got := eval(`String(window.__notReloaded)`); got != "yes" {
+	if got := pg.eval(`String(window.__notReloaded)`); got != "yes" {
 		t.Errorf("the page was reloaded after a write-back\n%s", stderr.String())
 	}
 
 	// The stream of a running block breaks; the page follows it again.
-	if _, err := chromedp.Run(actx, chromedp.Click(chromedp.CSS(`#block-gate .cb-run`))); err != nil {
-		fail("click gate", err)
-	}
+	pg.run("click gate", chromedp.Click(chromedp.CSS(`#block-gate .cb-run`)))
 	// The output in the result box (the block's own listing says "echo
 	// waiting" too): the stream is open and delivering.
-	poll(`(document.querySelector("#block-gate.cb-running .cb-result pre") || {}).textContent === "waiting\n"`, 20*time.Second)
+	pg.poll("gate's output streams in", `(document.querySelector("#block-gate.cb-running .cb-result pre") || {}).textContent === "waiting\n"`, 20*time.Second)
 	// The server's ends: the kernel resets each, and the browser gets
 	// ECONNRESET on its stream as from a dropped network.
 	kill := exec.Command(ss, "-K", "src", u.Hostname(), "sport", "=", ":"+u.Port())
 	killed, err := kill.CombinedOutput()
 	if err != nil {
-		fail("ss -K: "+string(killed), err)
+		pg.fail("ss -K: "+string(killed), err)
 	}
 	t.Logf("ss -K:\n%s", killed)
-	poll(`document.querySelector("#block-gate .cb-result[data-reconnects]")`, 15*time.Second)
+	pg.poll("the page reconnects", `document.querySelector("#block-gate .cb-result[data-reconnects]")`, 15*time.Second)
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	poll(`document.querySelector("#block-gate.cb-verified")`, 30*time.Second)
-	out := eval(`document.querySelector("#block-gate .cb-result pre").textContent`)
+	pg.poll("gate verified", `document.querySelector("#block-gate.cb-verified")`, 30*time.Second)
+	out := pg.eval(`document.querySelector("#block-gate .cb-result pre").textContent`)
 	if !strings.Contains(out, "waiting") || !strings.Contains(out, "released") {
 		t.Errorf("output after the reconnect: %q", out)
 	}
-	if e := eval(`Array.from(document.querySelectorAll(".cb-error")).map(e => e.textContent).join(" | ")`); e != "" {
+	if e := pg.eval(`Array.from(document.querySelectorAll(".cb-error")).map(e => e.textContent).join(" | ")`); e != "" {
 		t.Errorf("the page shows an error: %s", e)
 	}
-	if got := eval(`String(window.__notReloaded)`); got != "yes" {
+	if got := pg.eval(`String(window.__notReloaded)`); got != "yes" {
 		t.Errorf("the page was reloaded when its connections dropped\n%s", stderr.String())
 	}
 }

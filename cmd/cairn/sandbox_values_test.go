@@ -65,30 +65,10 @@ func TestSandboxFillsParameters(t *testing.T) {
 	dir := contentDir(t, map[string]string{"values.md": valuesRunbook})
 
 	base, token, stderr := startServe(t, "--content", dir, "--sandbox", "auto", "--journal", filepath.Join(t.TempDir(), "j.db"))
-	actx, c := context.WithTimeout(bctx, 90*time.Second)
-	defer c()
-	fail := func(what string, err error) {
-		t.Helper()
-		page, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector("form.params")||{}).outerHTML + " | " + (document.getElementById("cairn-exec-status")||{}).textContent`))
-		t.Fatalf("%s: %v\npage: %s\nserve said:\n%s", what, err, page, stderr.String())
-	}
-	poll := func(what, js string) {
-		t.Helper()
-		if _, err := chromedp.Run(actx, chromedp.Poll[bool]("!!("+js+")", chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-			fail(what, err)
-		}
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(actx, chromedp.Evaluate[string](js))
-		if err != nil {
-			fail(js, err)
-		}
-		return v
-	}
-	if _, err := chromedp.Run(actx, chromedp.Navigate(base+"values/#cairn-token="+token)); err != nil {
-		fail("open the page", err)
-	}
+	pg := newTestPage(t, bctx, 90*time.Second, stderr, `(document.querySelector("form.params")||{}).outerHTML + " | " + (document.getElementById("cairn-exec-status")||{}).textContent`)
+	poll := func(what, js string) { t.Helper(); pg.poll(what, js, 20*time.Second) }
+	eval := pg.eval
+	pg.run("open the page", chromedp.Navigate(base+"values/#cairn-token="+token))
 	poll("the page offers the sandbox's values", `(function(){ var b = document.querySelector("form.params .params-sandbox"); return b && !b.hidden && !b.disabled; })()`)
 	if got := eval(`document.querySelector("form.params .params-sandbox").textContent`); !strings.Contains(got, "(3)") {
 		t.Errorf("button %q: want 3 values offered (no node images without nodes)", got)
@@ -102,13 +82,9 @@ func TestSandboxFillsParameters(t *testing.T) {
 	if strings.Contains(title, "IMAGES") {
 		t.Errorf("a sandbox without nodes offered node images: %q", title)
 	}
-	if _, err := chromedp.Run(actx, chromedp.Click(chromedp.CSS(`form.params .params-sandbox`))); err != nil {
-		fail("click", err)
-	}
+	pg.run("click", chromedp.Click(chromedp.CSS(`form.params .params-sandbox`)))
 	poll("the values are in the form", `document.querySelector("input[name=LB]").value === "`+st.LB.Name+`" && document.querySelector("input[name=LB_PORT]").value === "`+strconv.Itoa(st.LB.Port)+`" && document.querySelector("form.params .params-sandbox").disabled`)
-	if _, err := chromedp.Run(actx, chromedp.Click(chromedp.CSS(`#block-echo .cb-run`))); err != nil {
-		fail("run", err)
-	}
+	pg.run("run", chromedp.Click(chromedp.CSS(`#block-echo .cb-run`)))
 	poll("the block ran with them", `!!document.querySelector("#block-echo.cb-verified")`)
 	if out := eval(`document.querySelector("#block-echo .cb-result pre").textContent`); !strings.Contains(out, want) {
 		t.Errorf("the block printed %q, want %q", out, want)
