@@ -93,12 +93,9 @@ func newTargets(ctx context.Context, f *execFlags) (*targets, error) {
 			return nil, fmt.Errorf("--sandbox=yes: no running sandbox in %s (%s); start one with: cairn sandbox up", t.dir, t.sandbox.Message)
 		}
 	}
-	set, err := t.build(inv, k)
+	set, err := t.build(st, inv, k)
 	if err != nil {
 		return nil, err
-	}
-	if inv != nil {
-		set.facts = st.Facts()
 	}
 	t.cur = set
 	return t, nil
@@ -116,9 +113,9 @@ func viewOf(dir string, st sandbox.Status, err error) SandboxView {
 	return SandboxView{State: "running", Dir: dir}
 }
 
-// build wires runners for inv and k (the sandbox's, or nil for the flags'
-// and the user's defaults).
-func (t *targets) build(inv *sandbox.Inventory, k *sandbox.KubeInfo) (*targetSet, error) {
+// build wires runners for inv and k (those of the sandbox st, or nil for
+// the flags' and the user's defaults) and keeps that sandbox's facts.
+func (t *targets) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.KubeInfo) (*targetSet, error) {
 	f := t.f
 	set := &targetSet{inv: inv}
 	var cleanups []func()
@@ -129,6 +126,7 @@ func (t *targets) build(inv *sandbox.Inventory, k *sandbox.KubeInfo) (*targetSet
 	}
 	if inv != nil {
 		set.notes = append(set.notes, "using the running sandbox ("+t.dir+")")
+		set.facts = st.Facts()
 	}
 	kubeconfig, kctx := f.kubeconfig, f.context
 	if k != nil && kubeconfig == "" {
@@ -351,13 +349,10 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	if sameSandbox(cur, inv, k) {
 		return
 	}
-	set, berr := t.build(inv, k)
+	set, berr := t.build(st, inv, k)
 	if berr != nil {
 		say("sandbox: " + berr.Error())
 		return
-	}
-	if inv != nil {
-		set.facts = st.Facts()
 	}
 	t.mu.Lock()
 	old := t.cur
