@@ -313,49 +313,246 @@ cairn_valid_port() {
 	local p=${1#:}
 	# One spelling: no sign, no leading zero (known_hosts names depend on it).
 	if [[ $1 != :* || ! $p =~ ^[1-9][0-9]{0,4}$ ]] || ((p > 65535)); then
-		printf 'bad port in "%s"' "$2"
+		printf 'bad port in "%s": a number from 1 to 65535 written plainly (no sign, no leading zero)' "$2"
 		return 1
 	fi
 }
 
-# cairn_valid_host VALUE: [user@]host[:port], host a DNS name or an IP.
-cairn_valid_host() {
-	local v=$1 h=$1 user addr rest
-	local re='^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?$'
-	local bad=$' \t:/@\'"$`;'
+# Host values have one spelling, as in the model (runbook/host.go): names
+# lowercased without a final dot, IP addresses as Go's net/netip prints them
+# (IPv4-mapped IPv6 as IPv4, IPv6 compressed), a name ending in a number
+# refused, ports plain. ssh consults known_hosts under the name it is given,
+# so a second spelling of an address would take a changed key for a new
+# host's. export's TestHostSpellingMatchesModel holds the two to agree.
+
+# cairn_inet_aton S: cairn_ip=S read as inet_aton(3) reads it (1 to 4
+# parts, decimal, octal or hex), or return 1.
+cairn_inet_aton() {
+	local p d base n v=0 i last
+	local -a parts nums=()
+	IFS=. read -ra parts <<<"$1"
+	[[ $1 != *. ]] || parts+=('')
+	((${#parts[@]} >= 1 && ${#parts[@]} <= 4)) || return 1
+	for p in "${parts[@]}"; do
+		base=10 d=$p
+		if [[ $p == 0x* ]]; then
+			base=16 d=${p#0x}
+			[[ -n $d ]] || d=0
+			[[ $d =~ ^[0-9a-f]{1,8}$ ]] || return 1
+		elif [[ $p == 0?* ]]; then
+			base=8 d=${p#0}
+			[[ $d =~ ^[0-7]{1,11}$ ]] || return 1
+		else
+			[[ $d =~ ^[0-9]{1,10}$ ]] || return 1
+		fi
+		n=$((${base}#$d))
+		((n <= 4294967295)) || return 1
+		nums+=("$n")
+	done
+	last=$((${#nums[@]} - 1))
+	for ((i = 0; i < last; i++)); do
+		((nums[i] <= 255)) || return 1
+		((v |= nums[i] << (8 * (3 - i))))
+	done
+	((nums[last] < 1 << (8 * (4 - last)))) || return 1
+	((v |= nums[last]))
+	cairn_ip="$((v >> 24 & 255)).$((v >> 16 & 255)).$((v >> 8 & 255)).$((v & 255))"
+}
+
+# cairn_canon_ip ADDR: cairn_ip=ADDR in its one spelling; return 1 if ADDR
+# is not an IP address, 2 if its IPv6 zone is not an interface name.
+cairn_canon_ip() {
+	local a=$1 zone='' v4 head tail i n run=0 start=0 best=-1 bestlen=0 g
+	local -a o=() hg=() tg=() groups=()
+	local h4='[0-9a-f]{1,4}'
+	cairn_ip=''
+	if cairn_is_ipv4 "$a"; then
+		cairn_ip=$a
+		return 0
+	fi
+	[[ $a == *:* ]] || return 1
+	if [[ $a == *%* ]]; then
+		zone=${a#*%}
+		a=${a%%\%*}
+		[[ $a =~ ^[0-9A-Fa-f:.]+$ && -n $zone ]] || return 1
+		[[ $zone =~ ^[A-Za-z0-9_.-]{1,15}$ ]] || return 2
+		zone=%$zone
+	fi
+	[[ $a =~ ^[0-9A-Fa-f:.]+$ ]] || return 1
+	a=${a,,}
+	if [[ $a == *.* ]]; then
+		v4=${a##*:}
+		cairn_is_ipv4 "$v4" || return 1
+		IFS=. read -ra o <<<"$v4"
+		printf -v a '%s:%x:%x' "${a%:*}" $((10#${o[0]} * 256 + 10#${o[1]})) $((10#${o[2]} * 256 + 10#${o[3]}))
+	fi
+	if [[ $a == *::* ]]; then
+		head=${a%%::*}
+		tail=${a#*::}
+		[[ $head =~ ^($h4(:$h4)*)?$ && $tail =~ ^($h4(:$h4)*)?$ ]] || return 1
+		[[ -z $head ]] || IFS=: read -ra hg <<<"$head"
+		[[ -z $tail ]] || IFS=: read -ra tg <<<"$tail"
+		n=$((${#hg[@]} + ${#tg[@]}))
+		((n <= 7)) || return 1
+		groups=("${hg[@]}")
+		for ((i = n; i < 8; i++)); do groups+=(0); done
+		groups+=("${tg[@]}")
+	else
+		[[ $a =~ ^($h4:){7}$h4$ ]] || return 1
+		IFS=: read -ra groups <<<"$a"
+	fi
+	for i in "${!groups[@]}"; do
+		groups[i]=$((16#${groups[i]}))
+	done
+	if ((groups[0] == 0 && groups[1] == 0 && groups[2] == 0 && groups[3] == 0 && groups[4] == 0 && groups[5] == 65535)); then
+		cairn_ip="$((groups[6] >> 8)).$((groups[6] & 255)).$((groups[7] >> 8)).$((groups[7] & 255))"
+		return 0
+	fi
+	for ((i = 0; i < 8; i++)); do
+		if ((groups[i] == 0)); then
+			((run == 0)) && start=$i
+			((++run > bestlen)) && bestlen=$run best=$start
+		else
+			run=0
+		fi
+	done
+	((bestlen >= 2)) || best=-1
+	for ((i = 0; i < 8; i++)); do
+		if ((i == best)); then
+			cairn_ip+='::'
+			((i += bestlen - 1))
+			continue
+		fi
+		[[ -n $cairn_ip && $cairn_ip != *:: ]] && cairn_ip+=':'
+		printf -v g '%x' "${groups[i]}"
+		cairn_ip+=$g
+	done
+	cairn_ip+=$zone
+}
+
+# cairn_canon_name NAME: cairn_name=NAME in its one spelling, or prints why
+# it is not a host name and returns 1.
+cairn_canon_name() {
+	local n=${1,,} last
+	if [[ $n == *. ]]; then
+		printf 'write the name without the final dot (%s)' "${n%.}"
+		return 1
+	fi
+	if ((${#n} > 253)); then
+		printf 'a host name has at most 253 characters'
+		return 1
+	fi
+	if [[ ! $n =~ ^[a-z0-9][a-z0-9-]{0,62}(\.[a-z0-9][a-z0-9-]{0,62})*$ ]]; then
+		printf 'not a host name: labels are letters, digits and inner hyphens, 1 to 63 of them'
+		return 1
+	fi
+	last=${n##*.}
+	if [[ $last =~ ^[0-9]+$ || $last =~ ^0x[0-9a-f]*$ ]]; then
+		if cairn_inet_aton "$n"; then
+			printf 'resolvers read it as the IPv4 address %s: write that' "$cairn_ip"
+		else
+			printf 'a host name cannot end in a number (resolvers would read it as an IPv4 address)'
+		fi
+		return 1
+	fi
+	cairn_name=$n
+}
+
+# cairn_canon_host VALUE: cairn_host=VALUE ([user@]host[:port]) in its one
+# spelling, or prints why it is not a host value and returns 1.
+cairn_canon_host() {
+	local v=$1 h=$1 user='' port='' addr rest rc
+	cairn_host=''
 	if [[ $h == *@* ]]; then
 		user=${h%@*}
 		h=${h##*@}
-		if [[ -z $user || $user == *["$bad"]* ]]; then
+		if [[ -z $user || $user == *[[:cntrl:]\ :/@\'\"\$\`\;\\]* ]]; then
 			printf 'bad user name in "%s"' "$v"
 			return 1
 		fi
+		user+=@
 	fi
 	if [[ $h == \[* ]]; then
 		if [[ $h != *\]* ]]; then
-			printf 'not a host: "%s"' "$v"
+			printf 'not a host: "%s": missing ] after the IPv6 address' "$v"
 			return 1
 		fi
 		addr=${h#\[}
 		addr=${addr%%\]*}
 		rest=${h#*\]}
-		if ! cairn_is_ip "$addr"; then
-			printf 'not a host: "%s"' "$v"
+		cairn_canon_ip "$addr" && rc=0 || rc=$?
+		case $rc in
+		1)
+			printf 'not a host: "%s": "%s" is not an IP address' "$v" "$addr"
+			return 1
+			;;
+		2)
+			printf 'not a host: "%s": IPv6 zone "%s" is not an interface name' "$v" "${addr#*%}"
+			return 1
+			;;
+		esac
+		if [[ -n $rest ]]; then
+			if [[ $rest != :* ]]; then
+				printf 'not a host: "%s": want [address]:port' "$v"
+				return 1
+			fi
+			cairn_valid_port "$rest" "$v" || return 1
+			port=${rest#:}
+		fi
+	elif [[ $h == *:*:* ]]; then
+		cairn_canon_ip "$h" && rc=0 || rc=$?
+		case $rc in
+		1)
+			printf 'not a host name or IP address: "%s" (an IPv6 address with a port is written [address]:port)' "$v"
+			return 1
+			;;
+		2)
+			printf 'not a host: "%s": IPv6 zone "%s" is not an interface name' "$v" "${h#*%}"
+			return 1
+			;;
+		esac
+	else
+		if [[ $h == *:* ]]; then
+			port=${h#*:}
+			h=${h%%:*}
+			cairn_valid_port ":$port" "$v" || return 1
+		fi
+		if [[ -z $h ]]; then
+			printf 'not a host: "%s": empty host name' "$v"
 			return 1
 		fi
-		[[ -z $rest ]] || cairn_valid_port "$rest" "$v"
-		return
+		if cairn_is_ipv4 "$h"; then
+			cairn_ip=$h
+		else
+			local why
+			if ! cairn_canon_name "$h" >/dev/null; then
+				why=$(cairn_canon_name "$h")
+				printf 'not a host name or IP address: "%s": %s' "$v" "$why"
+				return 1
+			fi
+			cairn_ip=$cairn_name
+		fi
 	fi
-	cairn_is_ip "$h" && return 0
-	if [[ $h == *:* ]]; then
-		cairn_valid_port ":${h##*:}" "$v" || return 1
-		h=${h%:*}
+	if [[ -z $port ]]; then
+		cairn_host=$user$cairn_ip
+	elif [[ $cairn_ip == *:* ]]; then
+		cairn_host="${user}[$cairn_ip]:$port"
+	else
+		cairn_host="$user$cairn_ip:$port"
 	fi
-	cairn_is_ip "$h" && return 0
-	if [[ ! $h =~ $re ]]; then
-		printf 'not a host name or IP address: "%s"' "$v"
-		return 1
-	fi
+}
+
+# cairn_valid_host VALUE: prints why VALUE is not a host value.
+cairn_valid_host() { cairn_canon_host "$1" >/dev/null || cairn_canon_host "$1"; }
+
+# cairn_canon_hosts: cairn_split with every host in its one spelling (the
+# values were validated with the parameters).
+cairn_canon_hosts() {
+	local i
+	for i in "${!cairn_split[@]}"; do
+		cairn_canon_host "${cairn_split[i]}" >/dev/null && cairn_split[i]=$cairn_host
+	done
+	return 0
 }
 
 cairn_split_hosts() {
@@ -570,6 +767,7 @@ cairn_requires() {
 		param=${e%%:*}
 		bins=${e#*:}
 		cairn_split_hosts "${cairn_val[$param]:-}"
+		cairn_canon_hosts
 		((${#cairn_split[@]})) || problems+=("$param names no host to check for $bins")
 		for h in "${cairn_split[@]}"; do
 			cairn_ssh_argv "$h"
@@ -852,6 +1050,7 @@ cairn_group() {
 	local param=$1 par=$2 want=$3 fn=$4 i running=0 failed=0 rc
 	shift 4
 	cairn_split_hosts "${cairn_val[$param]:-}"
+	cairn_canon_hosts
 	cairn_hosts=("${cairn_split[@]}")
 	if ((${#cairn_hosts[@]} == 0)); then
 		cairn_reasons+=("no hosts to run on (parameter $param is empty)")

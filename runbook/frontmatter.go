@@ -411,95 +411,9 @@ func (p *Param) Validate(v string) error {
 	return check(v)
 }
 
-// CanonicalHost is the one spelling of a valid host value: the host name
-// lowercased (DNS and OpenSSH compare names case-insensitively); the user
-// and the port (which validation keeps to one spelling) as given.
-func CanonicalHost(v string) string {
-	user, rest := "", v
-	if i := strings.LastIndexByte(v, '@'); i >= 0 {
-		user, rest = v[:i+1], v[i+1:]
-	}
-	return user + strings.ToLower(rest)
-}
-
 // requiredName is a command or API resource name in requires: it reaches
 // shell commands as data, but is checked anyway so a typo is caught early.
 var requiredName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
-
-// SplitHosts splits a host list on spaces and commas.
-func SplitHosts(v string) []string {
-	return strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' || r == '\n' })
-}
-
-var hostnameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?$`)
-
-// validHost accepts [user@]host[:port] where host is a DNS name or an IP.
-func validHost(v string) error {
-	h := v
-	if i := strings.LastIndexByte(h, '@'); i >= 0 {
-		user := h[:i]
-		if user == "" || strings.ContainsAny(user, " \t:/@'\"$`;") {
-			return fmt.Errorf("bad user name in %q", v)
-		}
-		h = h[i+1:]
-	}
-	if strings.HasPrefix(h, "[") {
-		end := strings.IndexByte(h, ']')
-		if end < 0 {
-			return fmt.Errorf("not a host: %q", v)
-		}
-		if _, err := netip.ParseAddr(h[1:end]); err != nil {
-			return fmt.Errorf("not a host: %q", v)
-		}
-		rest := h[end+1:]
-		if rest != "" {
-			return validPort(rest, v)
-		}
-		return nil
-	}
-	if _, err := netip.ParseAddr(h); err == nil {
-		return nil
-	}
-	if i := strings.LastIndexByte(h, ':'); i >= 0 {
-		if err := validPort(h[i:], v); err != nil {
-			return err
-		}
-		h = h[:i]
-	}
-	if _, err := netip.ParseAddr(h); err == nil {
-		return nil
-	}
-	if !hostnameRe.MatchString(h) {
-		return fmt.Errorf("not a host name or IP address: %q", v)
-	}
-	return nil
-}
-
-// CanonicalPort reports whether p is a port in its one spelling: 22, not
-// 022 or +22. Every other spelling reaches the same port under another
-// known_hosts name, so trust-on-first-use would take a changed key for a
-// new one; validation and the ssh runner both hold to it.
-func CanonicalPort(p string) bool {
-	if p == "" || len(p) > 5 || p[0] == '0' {
-		return false
-	}
-	for _, c := range p {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	n, _ := strconv.Atoi(p)
-	return n <= 65535
-}
-
-// validPort checks the ":port" of host value v.
-func validPort(s, v string) error {
-	p, ok := strings.CutPrefix(s, ":")
-	if !ok || !CanonicalPort(p) {
-		return fmt.Errorf("bad port in %q (a number from 1 to 65535, no sign or leading zero)", v)
-	}
-	return nil
-}
 
 var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
 

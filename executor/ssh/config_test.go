@@ -227,6 +227,11 @@ func TestHostValueSpellings(t *testing.T) {
 		{"cp0:65536", "", "written plainly"},
 		{"cp0: 22", "", "written plainly"},
 		{"[::1]:022", "", "written plainly"},
+		{"[::ffff:127.0.0.1]:42791", "127.0.0.1:42791", ""},
+		{"[0:0:0:0:0:ffff:127.0.0.1]:42791", "127.0.0.1:42791", ""},
+		{"[::ffff:7f00:1]:42791", "127.0.0.1:42791", ""},
+		{"127.1:42791", "", "127.0.0.1"},
+		{"[:]", "", "not an IP address"},
 	} {
 		u, h, p, err := splitHostValue(tc.in)
 		if tc.err != "" {
@@ -244,7 +249,7 @@ func TestHostValueSpellings(t *testing.T) {
 // FuzzSplitHostValue: whatever is accepted has one canonical spelling that
 // splits back to itself, with a port of digits only.
 func FuzzSplitHostValue(f *testing.F) {
-	for _, s := range []string{"cp0", "a@b:22", "[::1]:2222", "::1", "x:042791", "x:+1", "A@B"} {
+	for _, s := range []string{"cp0", "a@b:22", "[::1]:2222", "::1", "x:042791", "x:+1", "A@B", "[:]", "[::ffff:127.0.0.1]:22"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 // Host key errors; a *HostKeyError wraps one of them.
@@ -28,6 +32,10 @@ type HostKeyError struct {
 	Key   ssh.PublicKey         // the key the host presented
 	Known []knownhosts.KnownKey // changed/revoked: the listed keys
 	Err   error                 // ErrHostKeyUnknown, ErrHostKeyChanged or ErrHostKeyRevoked
+	// ByAddr is set when the listed keys are those of the address the
+	// connection reached ("127.0.0.1:2222"), not of the name dialled: the
+	// name was new, its address was not (OpenSSH's CheckHostIP).
+	ByAddr string
 }
 
 func (e *HostKeyError) Unwrap() error { return e.Err }
@@ -46,10 +54,14 @@ func (e *HostKeyError) Error() string {
 		for _, k := range e.Known {
 			known = append(known, fmt.Sprintf("%s %s at %s:%d", k.Key.Type(), ssh.FingerprintSHA256(k.Key), k.Filename, k.Line))
 		}
-		return fmt.Sprintf("%s: HOST KEY CHANGED: the host presented %s, but known_hosts lists %s. "+
+		listed, name := "", h.Addr
+		if e.ByAddr != "" {
+			listed, name = fmt.Sprintf(" for its address %s, whatever name reaches it", e.ByAddr), e.ByAddr
+		}
+		return fmt.Sprintf("%s: HOST KEY CHANGED: the host presented %s, but known_hosts lists %s%s. "+
 			"Someone may be intercepting the connection (man-in-the-middle), so cairn refuses to connect, even with trust-on-first-use. "+
 			"If the change is expected (the host was reinstalled), remove the old key with: ssh-keygen -R %s -f %s, then connect again",
-			h, fp, strings.Join(known, "; "), shellWord(knownhosts.Normalize(h.Addr)), shellWord(e.Known[0].Filename))
+			h, fp, strings.Join(known, "; "), listed, shellWord(knownhosts.Normalize(name)), shellWord(e.Known[0].Filename))
 	case ErrHostKeyRevoked:
 		return fmt.Sprintf("%s: host key %s is marked @revoked in %s:%d; refusing to connect", h, fp, e.Known[0].Filename, e.Known[0].Line)
 	default:
@@ -136,40 +148,90 @@ func knownAlgorithms(h *Host, cb ssh.HostKeyCallback) []string {
 	return slices.Compact(algos)
 }
 
+// remoteAddr is the address a connection reached, in its one spelling
+// ("10.0.0.5:22"), whatever name or spelling was dialled; "" when remote is
+// not a TCP address.
+func remoteAddr(remote net.Addr) string {
+	ta, ok := remote.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return ""
+	}
+	return runbook.CanonicalHostAddr(ip.Unmap().WithZone(ta.Zone).String(), strconv.Itoa(ta.Port))
+}
+
+// checkKey checks key under the name dialled and, when that name is new,
+// under the address the connection reached, as OpenSSH's CheckHostIP does:
+// a new name (another spelling, an alias, a DNS name) for an address known
+// with another key is a changed key, not a new host. It returns nil (known),
+// a *HostKeyError (changed or revoked), or errUnknown with whether the
+// address must be recorded beside the name.
+func checkKey(h *Host, cb ssh.HostKeyCallback, hostname string, remote net.Addr, key ssh.PublicKey) (addAddr string, err error) {
+	err = cb(hostname, remote, key)
+	var ke *knownhosts.KeyError
+	var re *knownhosts.RevokedError
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.As(err, &re):
+		return "", &HostKeyError{Host: h, Key: key, Known: []knownhosts.KnownKey{re.Revoked}, Err: ErrHostKeyRevoked}
+	case errors.As(err, &ke) && len(ke.Want) > 0:
+		return "", &HostKeyError{Host: h, Key: key, Known: ke.Want, Err: ErrHostKeyChanged}
+	case !errors.As(err, &ke):
+		return "", fmt.Errorf("%s: check host key: %w", h, err)
+	}
+	addr := remoteAddr(remote)
+	if addr == "" || knownhosts.Normalize(addr) == knownhosts.Normalize(hostname) {
+		return "", errUnknown
+	}
+	err = cb(addr, remote, key)
+	switch {
+	case err == nil:
+		return "", errUnknown // the address is known with this key; the name is new
+	case errors.As(err, &re):
+		return "", &HostKeyError{Host: h, Key: key, Known: []knownhosts.KnownKey{re.Revoked}, Err: ErrHostKeyRevoked, ByAddr: addr}
+	case errors.As(err, &ke) && len(ke.Want) > 0:
+		return "", &HostKeyError{Host: h, Key: key, Known: ke.Want, Err: ErrHostKeyChanged, ByAddr: addr}
+	case errors.As(err, &ke):
+		return addr, errUnknown
+	default:
+		return "", fmt.Errorf("%s: check host key: %w", h, err)
+	}
+}
+
+// errUnknown is checkKey's verdict for a key known under neither the name
+// nor the address.
+var errUnknown = errors.New("unknown host key")
+
 // hostKeyCallback checks the host's key against known_hosts. An unknown key
 // is refused unless h.TrustOnFirstUse, in which case it is appended to the
-// first known_hosts file; a changed or revoked key is always refused.
+// first known_hosts file; a changed or revoked key is always refused, also
+// when it is the address, not the name, that known_hosts lists.
 func (r *Runner) hostKeyCallback(h *Host, notify func(string)) ssh.HostKeyCallback {
 	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 		cb, err := knownHostsDB(h)
 		if err != nil {
 			return err
 		}
-		err = cb(hostname, remote, key)
-		var ke *knownhosts.KeyError
-		var re *knownhosts.RevokedError
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &re):
-			return &HostKeyError{Host: h, Key: key, Known: []knownhosts.KnownKey{re.Revoked}, Err: ErrHostKeyRevoked}
-		case errors.As(err, &ke) && len(ke.Want) > 0:
-			return &HostKeyError{Host: h, Key: key, Known: ke.Want, Err: ErrHostKeyChanged}
-		case errors.As(err, &ke):
-			if !h.TrustOnFirstUse {
-				return &HostKeyError{Host: h, Key: key, Err: ErrHostKeyUnknown}
-			}
-			return r.trust(h, hostname, remote, key, notify)
-		default:
-			return fmt.Errorf("%s: check host key: %w", h, err)
+		_, err = checkKey(h, cb, hostname, remote, key)
+		if err != errUnknown {
+			return err
 		}
+		if !h.TrustOnFirstUse {
+			return &HostKeyError{Host: h, Key: key, Err: ErrHostKeyUnknown}
+		}
+		return r.trust(h, hostname, remote, key, notify)
 	}
 }
 
-// trust records key for the host in its first known_hosts file. Appends are
-// serialised, and the file is read again under the lock, so parallel
-// connections to one host write one line and a key another connection just
-// recorded is checked, not added twice.
+// trust records key for the host in its first known_hosts file, under the
+// name dialled and the address reached. Appends are serialised, and the
+// file is read again under the lock, so parallel connections to one host
+// write one line and a key another connection just recorded is checked,
+// not added twice.
 func (r *Runner) trust(h *Host, hostname string, remote net.Addr, key ssh.PublicKey, notify func(string)) error {
 	if len(h.KnownHosts) == 0 {
 		return &HostKeyError{Host: h, Key: key, Err: ErrHostKeyUnknown}
@@ -180,12 +242,9 @@ func (r *Runner) trust(h *Host, hostname string, remote net.Addr, key ssh.Public
 	if err != nil {
 		return err
 	}
-	var ke *knownhosts.KeyError
-	switch err := cb(hostname, remote, key); {
-	case err == nil:
-		return nil
-	case errors.As(err, &ke) && len(ke.Want) > 0:
-		return &HostKeyError{Host: h, Key: key, Known: ke.Want, Err: ErrHostKeyChanged}
+	addr, err := checkKey(h, cb, hostname, remote, key)
+	if err != errUnknown {
+		return err
 	}
 	file := h.KnownHosts[0]
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
@@ -195,7 +254,11 @@ func (r *Runner) trust(h *Host, hostname string, remote net.Addr, key ssh.Public
 	if err != nil {
 		return fmt.Errorf("%s: trust-on-first-use: record the host key: %w", h, err)
 	}
-	line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key) + "\n"
+	names := []string{knownhosts.Normalize(hostname)}
+	if addr != "" {
+		names = append(names, knownhosts.Normalize(addr))
+	}
+	line := knownhosts.Line(names, key) + "\n"
 	if _, err := f.WriteString(line); err != nil {
 		f.Close()
 		return fmt.Errorf("%s: trust-on-first-use: write %s: %w", h, file, err)

@@ -98,56 +98,31 @@ func (r *Runner) Resolve(host string) (*Host, error) {
 	return res.resolve(host)
 }
 
-// splitHostValue splits [user@]host[:port], host being a name, an IPv4
-// address, a bracketed IPv6 address with optional port, or a bare IPv6
-// address.
+// splitHostValue splits [user@]host[:port] into its parts in their one
+// spelling (runbook.ParseHost: lower-case names, IP addresses as netip
+// prints them, IPv4-mapped IPv6 as IPv4, plain ports), so that known_hosts
+// is consulted and written under one name per address.
 func splitHostValue(v string) (user, host, port string, err error) {
-	h := v
-	if i := strings.LastIndexByte(h, '@'); i >= 0 {
-		user, h = h[:i], h[i+1:]
-		if user == "" || strings.ContainsFunc(user, func(r rune) bool { return r == '@' || r <= ' ' || r == 0x7f }) {
-			return "", "", "", fmt.Errorf("host %q: bad user name before @", v)
-		}
+	hv, err := runbook.ParseHost(v)
+	if err != nil {
+		return "", "", "", fmt.Errorf("host %q: %v", v, err)
 	}
-	switch {
-	case strings.HasPrefix(h, "["):
-		end := strings.IndexByte(h, ']')
-		if end < 0 {
-			return "", "", "", fmt.Errorf("host %q: missing ] after IPv6 address", v)
-		}
-		host, rest := h[1:end], h[end+1:]
-		if rest != "" {
-			if !strings.HasPrefix(rest, ":") {
-				return "", "", "", fmt.Errorf("host %q: want [address]:port", v)
-			}
-			port = rest[1:]
-		}
-		h = host
-	case strings.Count(h, ":") == 1:
-		h, port, _ = strings.Cut(h, ":")
-	}
-	if h == "" {
-		return "", "", "", fmt.Errorf("host %q: empty host name", v)
-	}
-	if port != "" && !runbook.CanonicalPort(port) {
-		return "", "", "", fmt.Errorf("host %q: port %q is not a number from 1 to 65535 written plainly (no sign, no leading zero)", v, port)
-	}
-	// Host names are compared case-insensitively by DNS and lowercased by
-	// OpenSSH before known_hosts is consulted; so here.
-	return user, strings.ToLower(h), port, nil
+	return hv.User, hv.Host, hv.Port, nil
 }
 
 // canonicalHost is the one spelling of a host value: [user@]host[:port]
-// with the host lowercased and IPv6 addresses bracketed when a port follows.
+// with IPv6 addresses bracketed when a port follows.
 func canonicalHost(user, host, port string) string {
-	s := host
-	if port != "" {
-		s = net.JoinHostPort(host, port)
+	return runbook.HostValue{User: user, Host: host, Port: port}.String()
+}
+
+// canonicalHostName is the one spelling of a HostName value: an IP address
+// or a host name (runbook.CanonicalIP, runbook.CanonicalName).
+func canonicalHostName(s string) (string, error) {
+	if c, err := runbook.CanonicalIP(s); err == nil {
+		return c, nil
 	}
-	if user != "" {
-		s = user + "@" + s
-	}
-	return s
+	return runbook.CanonicalName(s)
 }
 
 // resolve applies, for each setting, in order of precedence: the host value
@@ -177,7 +152,11 @@ func (res *resolver) resolve(v string) (*Host, error) {
 		if hostname, err = expandTokens(hn, tokens{host: alias}); err != nil {
 			return fail("hostname", err)
 		}
-		hostname = strings.ToLower(hostname)
+		// HostName too has one spelling: it is what known_hosts is
+		// consulted under.
+		if hostname, err = canonicalHostName(hostname); err != nil {
+			return fail("hostname", fmt.Errorf("HostName %q: %v", hn, err))
+		}
 	}
 	if port == "" {
 		port = "22"

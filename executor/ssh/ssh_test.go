@@ -10,7 +10,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -971,4 +973,147 @@ func TestAgentAuth(t *testing.T) {
 	if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "no SSH key to log in as root") {
 		t.Errorf("no keys: %v", res[0].Err)
 	}
+}
+
+// relay forwards connections on a loopback port to addr until t ends: a
+// second address (and, as "localhost", a second name) for one real host.
+func relay(t *testing.T, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			pipe := func(a, b net.Conn) {
+				defer a.Close()
+				defer b.Close()
+				_, _ = io.Copy(a, b)
+			}
+			wg.Go(func() { pipe(c, u) })
+			wg.Go(func() { pipe(u, c) })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// TestHostKeyOneIdentityPerAddress: a changed key stays refused under
+// trust-on-first-use whatever spelling or name reaches the address (the
+// review's High finding: [::ffff:127.0.0.1]:P ran on an impostor after
+// 127.0.0.1:P was refused), and a key recorded under one spelling is known
+// under all of them.
+func TestHostKeyOneIdentityPerAddress(t *testing.T) {
+	e, _ := rig(t)
+	cp0, _ := e.Inventory.Host("cp0")
+	cp1, _ := e.Inventory.Host("cp1")
+	// A relay on loopback gives cp0 a 127.0.0.1 address, so the IPv4-mapped
+	// spellings and the name localhost can be tried on a real sshd.
+	addr := relay(t, cp0.Addr())
+	_, port, _ := net.SplitHostPort(addr)
+	a4 := netip.MustParseAddr("127.0.0.1").As4()
+	hex := fmt.Sprintf("%x:%x", uint16(a4[0])<<8|uint16(a4[1]), uint16(a4[2])<<8|uint16(a4[3]))
+	spellings := []string{
+		"[::ffff:127.0.0.1]:" + port,
+		"[::FFFF:" + hex + "]:" + port,
+		"[0:0:0:0:0:ffff:127.0.0.1]:" + port,
+		"[127.0.0.1]:" + port,
+		"localhost:" + port, // another name: the address it reaches is known
+	}
+
+	t.Run("changed key refused under every spelling", func(t *testing.T) {
+		kh := filepath.Join(t.TempDir(), "known_hosts")
+		// The address listed with cp1's key: cp0 now "presents another key".
+		line := "[127.0.0.1]:" + port + " " + cp1.HostKey + "\n"
+		if err := os.WriteFile(kh, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := direct(t, e, "cp0", kh)
+		r.TrustOnFirstUse = true
+		for _, sp := range append([]string{"127.0.0.1:" + port}, spellings...) {
+			host := e.Inventory.User + "@" + sp
+			res, s := run(t, r, ctxT(t, 30*time.Second), scriptJob("echo ran", host))
+			if !errors.Is(res[0].Err, ErrHostKeyChanged) || s.String(host) != "" {
+				t.Errorf("%s: %v (output %q), want HOST KEY CHANGED", sp, res[0].Err, s.String(host))
+				continue
+			}
+			if !strings.Contains(res[0].Err.Error(), ssh.FingerprintSHA256(hostKey(t, cp1))) {
+				t.Errorf("%s: error does not name the listed key: %v", sp, res[0].Err)
+			}
+		}
+		if b, _ := os.ReadFile(kh); string(b) != line {
+			t.Errorf("known_hosts gained lines:\n%s", b)
+		}
+	})
+
+	t.Run("a key recorded once is known under every spelling", func(t *testing.T) {
+		kh := filepath.Join(t.TempDir(), "known_hosts")
+		r, _ := direct(t, e, "cp0", kh)
+		r.TrustOnFirstUse = true
+		first := e.Inventory.User + "@localhost:" + port
+		res, s := run(t, r, ctxT(t, 30*time.Second), scriptJob("hostname", first))
+		if res[0].Err != nil || s.String(first) != "cp0\n" {
+			t.Fatalf("first use: %+v %q", res[0], s.String(first))
+		}
+		b, _ := os.ReadFile(kh)
+		if !strings.HasPrefix(string(b), "[localhost]:"+port+",[127.0.0.1]:"+port+" ") || strings.Count(string(b), "\n") != 1 {
+			t.Fatalf("recorded %q, want the name and the address on one line", b)
+		}
+		r.TrustOnFirstUse = false
+		for _, sp := range spellings {
+			host := e.Inventory.User + "@" + sp
+			res, _ := run(t, r, ctxT(t, 30*time.Second), scriptJob("true", host))
+			if res[0].Err != nil {
+				t.Errorf("%s after recording: %v", sp, res[0].Err)
+			}
+		}
+	})
+
+	t.Run("an alias of a known address with another key", func(t *testing.T) {
+		// cp0's own address known with cp1's key; an ssh_config alias
+		// whose HostName is spelled as a mapped address reaches it.
+		kh := filepath.Join(t.TempDir(), "known_hosts")
+		line := cp0.KnownAs + " " + cp1.HostKey + "\n"
+		if err := os.WriteFile(kh, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := filepath.Join(t.TempDir(), "config")
+		host, p, _ := net.SplitHostPort(cp0.Addr())
+		body := fmt.Sprintf("Host impostor\n  HostName ::ffff:%s\n  Port %s\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking accept-new\n",
+			host, p, e.Inventory.User, e.Inventory.IdentityFile, kh)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := &Runner{ConfigFile: cfg, AgentSocket: "none"}
+		res, s := run(t, r, ctxT(t, 30*time.Second), scriptJob("echo ran", "impostor"))
+		if !errors.Is(res[0].Err, ErrHostKeyChanged) || s.String("impostor") != "" {
+			t.Fatalf("alias: %v (output %q)", res[0].Err, s.String("impostor"))
+		}
+		if b, _ := os.ReadFile(kh); string(b) != line {
+			t.Errorf("known_hosts gained lines:\n%s", b)
+		}
+	})
 }
