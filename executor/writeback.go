@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairn-dev/cairn/internal/atomicfile"
 	"github.com/cairn-dev/cairn/runbook"
 )
 
@@ -71,8 +72,8 @@ func WriteBack(rb *runbook.Runbook, rec *Record) ([]byte, error) {
 		}
 		out = append(append(append([]byte{}, src[:at]...), ins...), src[at:]...)
 	}
-	if err := atomicWrite(target, out); err != nil {
-		return nil, err
+	if err := atomicfile.Write(target, out, 0); err != nil {
+		return nil, fmt.Errorf("write-back: %w", err)
 	}
 	return out, nil
 }
@@ -151,41 +152,4 @@ func cleanOutput(s string) string {
 		return ""
 	}
 	return s + "\n"
-}
-
-// atomicWrite replaces path with data: a temporary file in the same folder,
-// fsync'd, renamed over it, keeping the mode.
-func atomicWrite(path string, data []byte) error {
-	mode := os.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return fmt.Errorf("write-back: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write-back: %w", err)
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write-back: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write-back: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write-back: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write-back: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }

@@ -3,11 +3,8 @@ package runbook
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // Set is every runbook of a content folder, sorted by weight then title.
@@ -25,42 +22,53 @@ func (s *Set) Warnings() Diagnostics {
 	return ws
 }
 
-// LoadDir parses every .md file below dir. It returns what it could parse
-// and, as err, all diagnostics of all files (a Diagnostics) or an I/O error.
+// LoadDir parses every runbook file below dir (ContentFiles). It returns
+// what it could parse and, as err, all diagnostics of all files (a
+// Diagnostics) or an I/O error.
 func LoadDir(dir string) (*Set, error) {
-	var paths []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") && !strings.HasPrefix(d.Name(), "_") {
-			paths = append(paths, path)
-		}
-		return nil
-	})
+	paths, err := ContentFiles(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read content folder: %w", err)
+		return nil, err
 	}
-	return LoadFiles(paths)
+	files := make([]File, len(paths))
+	for i, p := range paths {
+		files[i] = File{Root: dir, Path: p}
+	}
+	return LoadSet(files)
 }
 
-// LoadFiles parses the given files as one set.
+// LoadFiles parses the given files as one set; each is read as content of
+// its own folder (ReadContent).
 func LoadFiles(paths []string) (*Set, error) {
+	files := make([]File, len(paths))
+	for i, p := range paths {
+		files[i] = File{Root: filepath.Dir(p), Path: p}
+	}
+	return LoadSet(files)
+}
+
+// File is a runbook file and the content folder it is read from.
+type File struct{ Root, Path string }
+
+// LoadSet parses the given files as one set.
+func LoadSet(files []File) (*Set, error) {
 	set := &Set{}
 	var diags Diagnostics
 	var errs []error
 	slugs := map[string]string{}
-	for _, path := range paths {
-		src, err := os.ReadFile(path)
+	for _, f := range files {
+		path := f.Path
+		src, err := ReadContent(f.Root, path)
+		var ds Diagnostics
+		if errors.As(err, &ds) {
+			diags = append(diags, ds...)
+			continue
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("read runbook: %w", err))
+			errs = append(errs, err)
 			continue
 		}
 		rb, err := Parse(path, src)
-		var ds Diagnostics
 		if errors.As(err, &ds) {
 			diags = append(diags, ds...)
 		}

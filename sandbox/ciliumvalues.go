@@ -3,6 +3,7 @@ package sandbox
 import (
 	"strconv"
 
+	"github.com/cairn-dev/cairn/internal/atomicfile"
 	"sigs.k8s.io/yaml"
 )
 
@@ -58,5 +59,5 @@ func (sb *Sandbox) writeCiliumValues(lb *LBInfo) error {
 		"# Import the node images' cilium/*.tar on every node, then:\n"+
 		"#   helm install cilium CHART -n kube-system -f THIS_FILE\n"+
 		"# Why each value: sandbox/ciliumvalues.go.\n"), data...)
-	return writeFileAtomic(sb.path(CiliumValuesFile), data, 0o644)
+	return atomicfile.Write(sb.path(CiliumValuesFile), data, 0o644)
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/cairn-dev/cairn/internal/atomicfile"
 )
 
 // LBName is the load balancer's DNS name (under .internal, the TLD reserved
@@ -59,7 +61,7 @@ func (lb *loadBalancer) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
 	}
 	lb.info = &LBInfo{Name: LBName, Port: port, Addrs: lb.addrs, Backends: lb.backends,
 		Config: sb.path("lb", "haproxy.cfg"), Socket: sb.path("lb", "admin.sock")}
-	if err := writeFileAtomic(lb.info.Config, []byte(haproxyConfig(lb.info)), 0o600); err != nil {
+	if err := atomicfile.Write(lb.info.Config, []byte(haproxyConfig(lb.info)), 0o600); err != nil {
 		return Probe{}, err
 	}
 	sb.progress("lb: starting haproxy on %s (%s)", lb.info.Endpoint(), strings.Join(lb.addrs, ", "))

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cairn-dev/cairn/internal/atomicfile"
 )
 
 // Cluster settings. The service range is only allocated from, never routed:
@@ -153,7 +155,7 @@ func writeKubeconfig(path string, k *KubeInfo) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, []byte(kubeconfigText(k.Server, ca, adminUser, "token: "+k.Token, "default")), 0o600)
+	return atomicfile.Write(path, []byte(kubeconfigText(k.Server, ca, adminUser, "token: "+k.Token, "default")), 0o600)
 }
 
 // kubeconfigText is a kubeconfig with one cluster and context named
@@ -221,7 +223,7 @@ func writeClientKubeconfig(dir, path, server, user string, groups []string) erro
 	cred := "client-certificate-data: " + b64(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})) +
 		"\n    client-key-data: " + b64(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
 	cfg := kubeconfigText(server, ca, user, cred, "")
-	return writeFileAtomic(path, []byte(cfg), 0o600)
+	return atomicfile.Write(path, []byte(cfg), 0o600)
 }
 
 // loadCA reads the sandbox CA's certificate and key from dir.

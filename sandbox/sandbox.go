@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/cairn-dev/cairn/internal/atomicfile"
 )
 
 // Errors.
@@ -214,7 +216,7 @@ func (sb *Sandbox) saveState() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(sb.path("state.json"), append(b, '\n'), 0o600)
+	return atomicfile.Write(sb.path("state.json"), append(b, '\n'), 0o600)
 }
 
 // Up starts the sandbox described by opts and waits until every server
@@ -520,13 +522,4 @@ func (sb *Sandbox) Env() []string {
 		env = append(env, "CAIRN_SANDBOX_INVENTORY="+sb.path("inventory.json"), "CAIRN_SANDBOX_SSH_CONFIG="+inv.SSHConfig, "CAIRN_SSH_CONFIG="+inv.SSHConfig)
 	}
 	return env
-}
-
-// writeFileAtomic writes b to path through a temporary file and rename.
-func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, perm); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-dev/cairn/internal/atomicfile"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -256,7 +257,7 @@ func (sb *Sandbox) startSSH(ctx context.Context, pre prereqs) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(sb.path("inventory.json"), append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.Write(sb.path("inventory.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("ssh: write inventory: %w", err)
 	}
 	sb.mu.Lock()

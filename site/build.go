@@ -149,7 +149,7 @@ func (b *Builder) ReloadTheme() error {
 // Build parses and renders every runbook of the content folder.
 func (b *Builder) Build(ctx context.Context) (*Result, error) {
 	start := time.Now()
-	paths, err := listContent(b.opts.Content)
+	paths, err := runbook.ContentFiles(b.opts.Content)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func (b *Builder) Build(ctx context.Context) (*Result, error) {
 // current reports whether path holds exactly the bytes it was last parsed
 // from (a file that is gone, or was never parsed, is not current).
 func (b *Builder) current(path string) bool {
-	src, err := readFile(path)
+	src, err := runbook.ReadContent(b.opts.Content, path)
 	if err != nil {
 		return false
 	}
@@ -295,16 +295,18 @@ feed:
 }
 
 func (b *Builder) renderOne(path string) (*entry, error) {
-	src, err := readFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read runbook: %w", err)
+	src, err := runbook.ReadContent(b.opts.Content, path)
+	var ds runbook.Diagnostics
+	if errors.As(err, &ds) {
+		return &entry{diags: ds}, nil
+	} else if err != nil {
+		return nil, err
 	}
 	rb, err := runbook.Parse(path, src)
 	if rb.Meta.LangDefaulted && b.opts.Lang != "" {
 		rb.Meta.Lang = b.opts.Lang
 	}
 	e := &entry{rb: rb, sum: sha256.Sum256(src)}
-	var ds runbook.Diagnostics
 	if errors.As(err, &ds) {
 		e.diags = ds
 		return e, nil

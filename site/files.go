@@ -2,46 +2,20 @@ package site
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
-)
 
-func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
+	"github.com/cairn-dev/cairn/runbook"
+)
 
 func fileExists(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && !fi.IsDir()
 }
 
-// IsContentFile reports whether path is a runbook file (.md, not _draft.md).
-func IsContentFile(path string) bool {
-	base := filepath.Base(path)
-	return strings.HasSuffix(base, ".md") && !strings.HasPrefix(base, "_") && !strings.HasPrefix(base, ".")
-}
-
-func listContent(dir string) ([]string, error) {
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != dir && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && IsContentFile(p) {
-			paths = append(paths, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read content folder: %w", err)
-	}
-	sort.Strings(paths)
-	return paths, nil
-}
+// IsContentFile reports whether path is a runbook file (runbook.IsContentFile).
+func IsContentFile(path string) bool { return runbook.IsContentFile(path) }
 
 // WriteDir writes files into dir so that readers never see a half-written
 // site: everything goes to a fresh sibling folder first, which then replaces

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/site"
@@ -32,27 +33,25 @@ func runCheck(ctx context.Context, m *Main, args []string) error {
 	if len(targets) == 0 {
 		targets = []string{"content"}
 	}
-	var files []string
+	var files []runbook.File
 	for _, t := range targets {
 		fi, err := os.Stat(t)
 		if err != nil {
 			return &usageError{cmd: "check", msg: fmt.Sprintf("%s: no such file or folder", t)}
 		}
 		if !fi.IsDir() {
-			files = append(files, t)
+			files = append(files, runbook.File{Root: filepath.Dir(t), Path: t})
 			continue
 		}
-		set, err := runbook.LoadDir(t)
-		if set != nil {
-			for _, rb := range set.Runbooks {
-				files = append(files, rb.Path)
-			}
-		}
-		if err != nil && len(runbook.AllDiagnostics(err)) == 0 {
+		paths, err := runbook.ContentFiles(t)
+		if err != nil {
 			return err
 		}
+		for _, p := range paths {
+			files = append(files, runbook.File{Root: t, Path: p})
+		}
 	}
-	set, err := runbook.LoadFiles(files)
+	set, err := runbook.LoadSet(files)
 	diags := runbook.AllDiagnostics(err)
 	if err != nil && len(diags) == 0 {
 		return err

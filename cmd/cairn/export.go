@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cairn-dev/cairn/export"
+	"github.com/cairn-dev/cairn/internal/atomicfile"
 	"github.com/cairn-dev/cairn/site"
 )
 
@@ -70,7 +71,7 @@ func runExport(ctx context.Context, m *Main, args []string) error {
 		_, err := m.Stdout.Write(script)
 		return err
 	}
-	if err := writeFileAtomic(*out, script, 0o755); err != nil {
+	if err := atomicfile.Write(*out, script, 0o755); err != nil {
 		return fmt.Errorf("write script: %w", err)
 	}
 	fmt.Fprintf(m.Stderr, "exported %s → %s (%s)\n", rb.Path, *out, count(len(rb.Steps), "step"))
@@ -108,7 +109,7 @@ func exportBundle(ctx context.Context, m *Main, content, out string, withBinary 
 	if err := export.Bundle(&buf, in); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.Write(out, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write bundle: %w", err)
 	}
 	fmt.Fprintf(m.Stderr, "bundled %s and the site (%s) → %s (%d bytes)\n", count(len(res.Runbooks), "runbook"), count(len(res.Files), "file"), out, buf.Len())
@@ -155,25 +156,4 @@ func crossCompile(ctx context.Context, m *Main) (map[string][]byte, error) {
 		bins[name] = data
 	}
 	return bins, nil
-}
-
-// writeFileAtomic writes data to path through a temporary file in the same
-// folder, so that a reader never sees half a file.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".cairn-export-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp, mode)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/cairn-dev/cairn/importer"
+	"github.com/cairn-dev/cairn/internal/atomicfile"
 	"github.com/cairn-dev/cairn/runbook"
 )
 
@@ -80,7 +81,7 @@ func runImport(ctx context.Context, m *Main, args []string) error {
 			if fi, err := os.Stat(f); err == nil {
 				mode = fi.Mode().Perm()
 			}
-			if err := writeFileAtomic(dest, res.Source, mode); err != nil {
+			if err := atomicfile.Write(dest, res.Source, mode); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -234,19 +235,23 @@ func loadRunbook(arg, content string) (*runbook.Runbook, string, error) {
 			}
 		}
 	}
-	src, err := os.ReadFile(path)
+	dir := content
+	if abs, _ := filepath.Abs(path); abs != "" {
+		if cabs, _ := filepath.Abs(content); !strings.HasPrefix(abs, cabs+string(filepath.Separator)) {
+			dir = filepath.Dir(path)
+		}
+	}
+	src, err := runbook.ReadContent(dir, path)
+	var ds runbook.Diagnostics
+	if errors.As(err, &ds) {
+		return nil, "", err
+	}
 	if err != nil {
 		return nil, "", &usageError{cmd: "run", msg: fmt.Sprintf("no runbook %q (neither a file nor a slug in %s)", arg, content)}
 	}
 	rb, err := runbook.Parse(path, src)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w\n%s has problems; fix them first (cairn check %s)", err, path, path)
-	}
-	dir := content
-	if abs, _ := filepath.Abs(path); abs != "" {
-		if cabs, _ := filepath.Abs(content); !strings.HasPrefix(abs, cabs+string(filepath.Separator)) {
-			dir = filepath.Dir(path)
-		}
 	}
 	return rb, dir, nil
 }

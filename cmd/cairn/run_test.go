@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/cairn-dev/cairn/runbook"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 const runMD = `---
