@@ -32,7 +32,11 @@ type Result struct {
 	Warnings runbook.Diagnostics
 	Steps    int
 	Blocks   int // executable
-	Changes  []string
+	// Confirm is how many executable blocks ask before they run: the
+	// import marked those that change things (rm, kubectl delete, helm,
+	// a block in <details> or under a clean-up heading) confirm=.
+	Confirm int
+	Changes []string
 }
 
 type edit struct {
@@ -146,13 +150,21 @@ func Convert(path string, src []byte, opts Options) (*Result, error) {
 		}
 		// The Cairn attributes as the parser read them; Runme-only ones
 		// (b.Extra) are dropped.
-		hasTitle := false
+		hasTitle, hasConfirm := false, false
 		for _, a := range b.Attrs {
 			if a.Key == "id" || a.Key == "target" {
 				continue
 			}
 			hasTitle = hasTitle || a.Key == "title"
+			hasConfirm = hasConfirm || a.Key == "confirm"
 			attrs = append(attrs, a.Key+"="+strconv.Quote(a.Value))
+		}
+		why := ""
+		if (makeExec || exec && b.Foreign) && !hasConfirm {
+			heading, inDetails := blockContext(src, b.Span[0])
+			if why = risk(b.Content, heading, inDetails); why != "" {
+				attrs = append(attrs, "confirm="+strconv.Quote("imported by cairn import: "+why+"; check it before it runs"))
+			}
 		}
 		if b.Title != "" && !hasTitle { // title= outside the braces
 			attrs = append(attrs, "title="+strconv.Quote(b.Title))
@@ -169,6 +181,9 @@ func Convert(path string, src []byte, opts Options) (*Result, error) {
 		if target != "" {
 			what = "target=" + string(target)
 		}
+		if why != "" {
+			what += ", asks for confirmation: " + why
+		}
 		res.Changes = append(res.Changes, fmt.Sprintf("line %d: block %s (%s)", b.Pos.Line, orDash(id), what))
 	}
 
@@ -183,6 +198,9 @@ func Convert(path string, src []byte, opts Options) (*Result, error) {
 	for _, b := range conv.Blocks {
 		if b.Executable() {
 			res.Blocks++
+			if b.Confirm {
+				res.Confirm++
+			}
 		}
 	}
 	return res, nil

@@ -126,3 +126,64 @@ func FuzzConvert(f *testing.F) {
 		}
 	})
 }
+
+// TestRisk: what an imported block does decides whether it asks first.
+func TestRisk(t *testing.T) {
+	for _, tc := range []struct {
+		body, heading string
+		details       bool
+		want          string // "" or a substring of the reason
+	}{
+		{"kubectl get pods -A", "Check", false, ""},
+		{"kubectl -n kube-system delete pod x", "Check", false, "kubectl delete"},
+		{"kubectl --context=prod apply -f x.yaml", "", false, "kubectl apply"},
+		{"kubectl --context prod get nodes", "", false, ""},
+		{"k taint nodes cp0 a=b:NoSchedule-", "", false, "k taint"},
+		{"helm list -A", "", false, ""},
+		{"helm -n x uninstall cilium", "", false, "helm uninstall"},
+		{"sudo rm -rf /var/lib/x", "", false, "rm"},
+		{"FOO=1 sudo -E env -i rm x", "", false, "rm"},
+		{"echo 'rm -rf /'", "", false, ""},
+		{`echo "a; rm -rf /"`, "", false, ""},
+		{"ls # then rm it", "", false, ""},
+		{"cilium uninstall", "", false, "cilium uninstall"},
+		{"gcloud container clusters delete c1", "", false, "delete"},
+		{"apt-get purge -y x", "", false, "purge"},
+		{"kubeadm reset -f", "", false, "kubeadm reset"},
+		{"kubeadm version", "", false, ""},
+		{"curl -sL x | bash -s -- --yes", "", false, "into bash"},
+		{"cat x | bash", "", false, "into bash"},
+		{"echo x > /etc/motd", "", false, "/etc/motd"},
+		{"echo x >/tmp/y", "", false, ""},
+		{"make", "Build", false, ""},
+		{"make", "Uninstall", false, "Uninstall"},
+		{"make", "리소스 정리", false, "정리"},
+		{"make", "Build", true, "<details>"},
+		{"for n in a b; do kubectl drain $n; done", "", false, "kubectl drain"},
+		{"x=$(kubectl delete ns y)", "", false, "kubectl delete"},
+		{"sed -i s/a/b/ /etc/x.conf", "", false, "/etc/x.conf"},
+		{"sed s/a/b/ /etc/x.conf", "", false, ""},
+	} {
+		got := risk(tc.body, tc.heading, tc.details)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%q under %q (details %v): %q, want %q", tc.body, tc.heading, tc.details, got, tc.want)
+		}
+	}
+}
+
+func TestBlockContext(t *testing.T) {
+	src := "# T\n\n## Install {#i}\n\n<details><summary>x</summary>\n\n```md\n</details>\n## Not a heading\n```\n\nHERE\n</details>\n\nAFTER\n"
+	h, in := blockContext([]byte(src), strings.Index(src, "HERE"))
+	if h != "Install" || !in {
+		t.Errorf("HERE: heading %q, in details %v", h, in)
+	}
+	if _, in := blockContext([]byte(src), strings.Index(src, "AFTER")); in {
+		t.Error("AFTER: still in details")
+	}
+}
+
+func TestRiskQuotedSubstitution(t *testing.T) {
+	if got := risk(`echo "$(kubectl delete ns y)"`, "", false); !strings.Contains(got, "kubectl delete") {
+		t.Errorf("got %q", got)
+	}
+}

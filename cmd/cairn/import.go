@@ -92,7 +92,11 @@ func runImport(ctx context.Context, m *Main, args []string) error {
 		if dest != "" {
 			where = "→ " + dest
 		}
-		fmt.Fprintf(m.Stderr, "imported %s %s: %s, %s, %s\n", f, where, count(res.Steps, "step"), count(res.Blocks, "executable block"), count(len(res.Warnings), "warning"))
+		confirm := ""
+		if res.Confirm > 0 {
+			confirm = fmt.Sprintf(" (%d ask for confirmation before they run: they change things; review them, then remove confirm= where it is not needed)", res.Confirm)
+		}
+		fmt.Fprintf(m.Stderr, "imported %s %s: %s, %s%s, %s\n", f, where, count(res.Steps, "step"), count(res.Blocks, "executable block"), confirm, count(len(res.Warnings), "warning"))
 	}
 	if failed > 0 {
 		return errSilent
