@@ -179,3 +179,39 @@ func TestSimilar(t *testing.T) {
 		t.Errorf("mismatch not found: %v %s", ok, why)
 	}
 }
+
+// TestMultiLineSecretMaskedLineByLine (review, Low): a multi-line secret
+// printed a line at a time, with a prefix and with pauses between lines,
+// reached the live output, the record and the journal.
+func TestMultiLineSecretMaskedLineByLine(t *testing.T) {
+	src := "---\ntitle: m\nparams:\n  - name: KEY\n    secret: true\n---\n\n## S {#s}\n\n" +
+		"```bash {#print target=local}\nprintf '%s\\n' \"$KEY\" | while IFS= read -r l; do echo \"> $l\"; sleep 0.05; done\necho whole: \"$KEY\"\n```\n"
+	rb, err := runbook.Parse("m.md", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := executor.OpenJournal(filepath.Join(t.TempDir(), "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	e := &executor.Engine{Runners: map[string]executor.Runner{executor.RunnerLocal: &local.Runner{ExtraEnv: []string{"CAIRN_TMP=" + t.TempDir()}}}, Journal: j}
+	lines := []string{"-----BEGIN KEY-----", "MIIEvQIBADANBgkqhkiG9w0", "AQEFAASCBKcwggSjAgEAAoIB", "-----END KEY-----"}
+	key := strings.Join(lines, "\n")
+	rec, out, err := run(t, e, rb, "print", map[string]string{"KEY": key}, false)
+	if err != nil || rec.Status != executor.StatusVerified {
+		t.Fatalf("%v %+v", err, rec)
+	}
+	data, _ := os.ReadFile(j.Path())
+	wal, _ := os.ReadFile(j.Path() + "-wal")
+	for _, l := range lines {
+		for sink, text := range map[string]string{"live": out, "record": rec.Output, "journal": string(data) + string(wal)} {
+			if strings.Contains(text, l) {
+				t.Errorf("%s shows the secret's line %q:\n%s", sink, l, text)
+			}
+		}
+	}
+	if !strings.Contains(out, "> "+executor.Mask) {
+		t.Errorf("live output %q, want masked lines", out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,20 +26,31 @@ type Redactor struct {
 const MinSecret = 3
 
 // AddValue hides every occurrence of v (surrounding space trimmed; values
-// shorter than MinSecret are the caller's to refuse).
+// shorter than MinSecret are the caller's to refuse). A multi-line value
+// is also hidden line by line: output streams a line at a time, a block may
+// print it with a prefix or reformatted (while read l; do echo "> $l"), and
+// a chunk may end between two of its lines; each line long enough to mask
+// is a secret of its own.
 func (r *Redactor) AddValue(v string) {
 	v = strings.TrimSpace(v)
 	if len(v) < MinSecret {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.values {
-		if x == v {
-			return
+	vals := []string{v}
+	if strings.ContainsAny(v, "\r\n") {
+		for _, l := range strings.FieldsFunc(v, func(c rune) bool { return c == '\n' || c == '\r' }) {
+			if l = strings.TrimSpace(l); len(l) >= MinSecret {
+				vals = append(vals, l)
+			}
 		}
 	}
-	r.values = append(r.values, v)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range vals {
+		if !slices.Contains(r.values, v) {
+			r.values = append(r.values, v)
+		}
+	}
 	// Longest first, so a value containing another is masked whole.
 	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
 }

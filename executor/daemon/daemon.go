@@ -596,22 +596,77 @@ type subscriber struct {
 	skipped int
 }
 
+// outputData is an output event's data.
+type outputData struct {
+	Host string `json:"host"`
+	Data string `json:"data"`
+}
+
+// outChunk is output kept for replay. Consecutive writes of one host
+// coalesce into one chunk of up to chunkBytes, so that a run printing
+// short lines one write at a time holds a few large objects, not one per
+// line, and the memory it holds is what its size counts.
+type outChunk struct {
+	host string
+	data []byte
+}
+
+const (
+	chunkBytes = 16 << 10
+	// eventOverhead is counted per kept event beside its bytes: the event,
+	// its chunk and their headers.
+	eventOverhead = 96
+)
+
 func (lr *liveRun) Output(host string, p []byte) {
-	lr.publish(event{name: "output", data: map[string]string{"host": host, "data": string(p)}, size: len(p)})
+	ev := event{name: "output", data: outputData{Host: host, Data: string(p)}, size: len(p) + eventOverhead}
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if n := len(lr.replay); n > 0 {
+		if c, ok := lr.replay[n-1].data.(*outChunk); ok && c.host == host && len(c.data)+len(p) <= chunkBytes {
+			old := cap(c.data)
+			c.data = append(c.data, p...)
+			lr.replay[n-1].size += cap(c.data) - old
+			lr.replayN += cap(c.data) - old
+			lr.fanOut(ev)
+			return
+		}
+	}
+	c := &outChunk{host: host, data: append(make([]byte, 0, max(len(p), 512)), p...)}
+	lr.keep(event{name: "output", data: c, size: cap(c.data) + eventOverhead})
+	lr.fanOut(ev)
 }
 
 func (lr *liveRun) Event(ev executor.Event) {
-	lr.publish(event{name: "progress", data: ev, size: len(ev.Message) + 32})
+	lr.publish(event{name: "progress", data: ev, size: len(ev.Message) + eventOverhead})
 }
 
 func (lr *liveRun) publish(ev event) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
+	lr.keep(ev)
+	lr.fanOut(ev)
+}
+
+// keep adds ev to the replay and drops the oldest events beyond
+// replayBytes. Called with lr.mu held.
+func (lr *liveRun) keep(ev event) {
 	lr.replay = append(lr.replay, ev)
 	lr.replayN += ev.size
 	for lr.replayN > replayBytes && len(lr.replay) > 1 {
 		lr.replayN -= lr.replay[0].size
+		lr.replay[0] = event{} // the backing array must not keep it alive
 		lr.replay = lr.replay[1:]
+	}
+}
+
+// fanOut sends ev to every subscriber that has room. Called with lr.mu
+// held.
+func (lr *liveRun) fanOut(ev event) {
+	// skipped counts output bytes a subscriber missed.
+	n := 0
+	if d, ok := ev.data.(outputData); ok {
+		n = len(d.Data)
 	}
 	for s := range lr.subs {
 		if s.skipped > 0 {
@@ -619,14 +674,14 @@ func (lr *liveRun) publish(ev event) {
 			case s.ch <- event{name: "skipped", data: map[string]int{"bytes": s.skipped}}:
 				s.skipped = 0
 			default:
-				s.skipped += ev.size
+				s.skipped += n
 				continue
 			}
 		}
 		select {
 		case s.ch <- ev:
 		default:
-			s.skipped += ev.size
+			s.skipped += n
 		}
 	}
 }
@@ -634,7 +689,14 @@ func (lr *liveRun) publish(ev event) {
 func (lr *liveRun) subscribe() ([]event, *subscriber, *executor.Record) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
-	replay := append([]event(nil), lr.replay...)
+	// Chunks keep growing while the run goes on: a subscriber gets copies.
+	replay := make([]event, len(lr.replay))
+	for i, ev := range lr.replay {
+		if c, ok := ev.data.(*outChunk); ok {
+			ev.data = outputData{Host: c.host, Data: string(c.data)}
+		}
+		replay[i] = ev
+	}
 	if lr.record != nil {
 		return replay, nil, lr.record
 	}
@@ -706,4 +768,16 @@ func (lr *liveRun) snapshot() map[string]any {
 		out["record"] = lr.record
 	}
 	return out
+}
+
+// HeldBytes is what the limit on kept runs counts for the runs held now
+// (for the memory benchmark).
+func (s *Server) HeldBytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, lr := range s.runs {
+		n += lr.size()
+	}
+	return n
 }
