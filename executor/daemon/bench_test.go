@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,10 +195,27 @@ func BenchmarkRetainedRuns(b *testing.B) {
 		b.ReportMetric(held, "held-MB")
 		b.ReportMetric(float64(d.HeldBytes())/(1<<20), "counted-MB")
 		b.ReportMetric(held/(float64(d.HeldBytes())/(1<<20)), "held/counted")
+		debug.FreeOSMemory()
+		b.ReportMetric(rssMB(), "rss-MB")
 		srv.Close()
 		d.Close()
 		j.Close()
 	}
+}
+
+// rssMB is this process's resident set (the daemon's, in the benchmark).
+func rssMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.Atoi(f[1])
+			return float64(kb) / 1024
+		}
+	}
+	return 0
 }
 
 // waitFinished polls a run until it is no longer running (bounded: 2 min).
