@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +94,39 @@ type Options struct {
 	Progress func(msg string)
 	// Timeout bounds start-up of each server. Default 90s.
 	Timeout time.Duration
+	// Replace lets Up stop a healthy sandbox of another shape in StateDir
+	// (with a cluster or not, SSH hosts or not, nodes or not) and start this
+	// one. Without it Up refuses with ErrRunning: a server and its page use
+	// that sandbox, and replacing it would point their Run buttons at
+	// another cluster.
+	Replace bool
+}
+
+// dirFlag is " --state-dir DIR" unless dir is the default.
+func dirFlag(dir string) string {
+	if dir == DefaultStateDir() {
+		return ""
+	}
+	return " --state-dir " + dir
+}
+
+// ErrRunning is Up's refusal to replace a healthy sandbox without
+// Options.Replace.
+var ErrRunning = errors.New("a healthy sandbox of another shape runs in the state directory")
+
+// shape names what a sandbox has, for messages.
+func shape(kube, ssh, nodes bool) string {
+	var parts []string
+	if kube && !nodes {
+		parts = append(parts, "a cluster")
+	}
+	if ssh {
+		parts = append(parts, "SSH hosts")
+	}
+	if nodes {
+		parts = append(parts, "kubeadm-ready nodes")
+	}
+	return strings.Join(parts, " and ")
 }
 
 // EnvStateDir names the sandbox a shell uses: `cairn sandbox env` exports it,
@@ -275,6 +309,11 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 			old.opts.Progress = opts.Progress
 			old.progress("sandbox already running in %s", dir)
 			return old, nil
+		}
+		if st.Healthy() && !opts.Replace {
+			return nil, fmt.Errorf("sandbox: %w: %s (started %s) has %s, and this start wants %s. Servers and pages using it would lose it: stop it first (cairn sandbox down%s), pass --replace, or give this one its own --state-dir",
+				ErrRunning, dir, old.state.Started.Local().Format("2006-01-02 15:04:05"),
+				shape(old.state.WantKube, old.state.WantSSH, old.state.WantNodes), shape(!opts.NoKube, !opts.NoSSH, opts.Nodes), dirFlag(dir))
 		}
 		old.opts.Progress = opts.Progress
 		old.progress("cleaning up a previous sandbox in %s (%s)", dir, st.Summary())

@@ -642,3 +642,45 @@ func mountsOf(pid, dir string) bool {
 	mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
 	return err == nil && strings.Contains(string(mi), dir)
 }
+
+// TestUpDoesNotReplaceAHealthySandbox (review, Medium): `sandbox up` replaced
+// a healthy sandbox of another shape without asking, and a paired page then
+// ran against another cluster. Now Up refuses without Replace; a sandbox in
+// another state folder starts beside it and takes nothing of it.
+func TestUpDoesNotReplaceAHealthySandbox(t *testing.T) {
+	a := up(t, sandbox.Options{NoKube: true, Hosts: []sandbox.HostSpec{{Name: "a0"}}})
+	before := pids(a)
+	startedA := a.Status(context.Background()).ID()
+
+	// Another state folder: its own processes and network; a is untouched.
+	b := up(t, sandbox.Options{NoKube: true, Hosts: []sandbox.HostSpec{{Name: "a0"}}})
+	if st := a.Status(context.Background()); !st.Healthy() || st.ID() != startedA || !slices.Equal(pids(a), before) {
+		t.Fatalf("a sandbox beside it changed a: %s, pids %v then %v", st.Summary(), before, pids(a))
+	}
+	if ha, hb := a.Status(context.Background()).Hosts[0], b.Status(context.Background()).Hosts[0]; ha.Address == hb.Address && ha.Port == hb.Port {
+		t.Errorf("both sandboxes' a0 at %s:%d", ha.Address, ha.Port)
+	}
+
+	// Another shape in a's folder: refused, a left as it was.
+	opts := sandbox.Options{StateDir: a.Dir(), NoSSH: true, DieWithParent: true}
+	_, err := sandbox.Up(ctxT(t, 3*time.Minute), opts)
+	if errors.Is(err, sandbox.ErrMissing) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+	}
+	if !errors.Is(err, sandbox.ErrRunning) || !strings.Contains(err.Error(), "--replace") || !strings.Contains(err.Error(), "SSH hosts") {
+		t.Fatalf("Up of another shape over a healthy sandbox: %v", err)
+	}
+	if st := a.Status(context.Background()); !st.Healthy() || st.ID() != startedA || !slices.Equal(pids(a), before) {
+		t.Fatalf("the refused Up changed a: %s", st.Summary())
+	}
+
+	// With Replace it does.
+	opts.Replace = true
+	c, err := sandbox.Up(ctxT(t, 3*time.Minute), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(context.Background()); !st.Healthy() || st.ID() == startedA || st.Inventory != nil && len(st.Inventory.Hosts) > 0 {
+		t.Errorf("after --replace: %s, id %s", st.Summary(), st.ID())
+	}
+}

@@ -50,6 +50,16 @@ type HostStatus struct {
 // Healthy reports whether Up finished and every part answers.
 func (s Status) Healthy() bool { return s.Complete && len(s.Problems) == 0 }
 
+// ID tells one sandbox from the next in the same state directory: when it
+// was started. A server keeps to the sandbox it first used (cmd/cairn's
+// targets) and asks before it uses another.
+func (s Status) ID() string {
+	if s.Started.IsZero() {
+		return ""
+	}
+	return s.Started.UTC().Format(time.RFC3339Nano)
+}
+
 // Summary is a one-line description.
 func (s Status) Summary() string {
 	if s.Healthy() {

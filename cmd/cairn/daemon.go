@@ -73,9 +73,8 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 		fmt.Fprintf(m.Stderr, "executor: %s\n", n)
 	}
 	d := &daemon.Server{Engine: x.engine, Content: st, Token: daemon.NewToken(), AllowOrigins: origins, Version: Version, Where: x.engine.KubeWhere}
-	d.Targets = x.targets.View
-	d.SandboxValues = x.targets.sandboxValues
 	say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
+	x.wire(d, say)
 	x.follow(ctx, say)
 	if ef.useSandbox == "start" {
 		x.startSandbox(ctx, ef.sandboxBuild, say)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/daemon"
 	"github.com/cairn-dev/cairn/executor/kube"
 	"github.com/cairn-dev/cairn/executor/local"
 	"github.com/cairn-dev/cairn/runbook"
@@ -69,6 +70,14 @@ func (x *execSetup) Close() {
 
 // follow keeps the targets in step with the sandbox until Close; say gets
 // one line per change.
+// wire gives the API server the targets' view, the sandbox's values and
+// the reader's acceptance of another sandbox (serve and daemon alike).
+func (x *execSetup) wire(d *daemon.Server, say func(string)) {
+	d.Targets = x.targets.View
+	d.SandboxValues = x.targets.sandboxValues
+	d.AcceptSandbox = func(ctx context.Context, id string) error { return x.targets.accept(ctx, id, say) }
+}
+
 func (x *execSetup) follow(ctx context.Context, say func(string)) {
 	x.background(ctx, func(ctx context.Context) { x.targets.follow(ctx, followInterval, say) })
 }

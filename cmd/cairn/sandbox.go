@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/cairn-dev/cairn/sandbox"
+	"golang.org/x/term"
 )
 
 const sandboxUsage = `Usage:
@@ -70,7 +73,10 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 
   # Bare kubeadm-ready nodes (containerd, the kubelet service, node images;
   # no cluster yet): walk content/kubeadm-ha.md on them to build one
-  cairn sandbox up --nodes`)
+  cairn sandbox up --nodes
+
+  # A healthy sandbox of another shape runs (make run started one): replace it
+  cairn sandbox up --nodes --replace`)
 	dir := stateDirFlag(fs)
 	binDir := fs.String("bin-dir", sandbox.BinDir(), "directory holding etcd, kube-apiserver, kube-controller-manager and kubeadm (env "+sandbox.EnvBinDir+")")
 	noKube := fs.Bool("no-kube", false, "do not start the Kubernetes control plane")
@@ -82,6 +88,7 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 	etcdHosts := fs.Int("etcd-hosts", 3, "number of external etcd hosts (etcd0, ...), each a member of one TLS etcd cluster made with kubeadm's certificates (netns mode; 0: none)")
 	timeout := fs.Duration("timeout", 90*time.Second, "start-up limit for each server")
 	quiet := fs.Bool("quiet", false, "print no progress lines")
+	replace := fs.Bool("replace", false, "stop a healthy sandbox of another shape in --state-dir and start this one (without it, up refuses, or asks on a terminal)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -122,7 +129,17 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 			fmt.Fprintf(m.Stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), msg)
 		}
 	}
+	opts.Replace = *replace
 	sb, err := sandbox.Up(ctx, opts)
+	if errors.Is(err, sandbox.ErrRunning) && isTerminal(m.Stdin) {
+		fmt.Fprintf(m.Stderr, "%v\nReplace it? [y/N] ", err)
+		if ans, _ := bufio.NewReader(m.Stdin).ReadString('\n'); strings.TrimSpace(strings.ToLower(ans)) == "y" || strings.TrimSpace(strings.ToLower(ans)) == "yes" {
+			opts.Replace = true
+			sb, err = sandbox.Up(ctx, opts)
+		} else {
+			return errors.New("sandbox up: not replaced; the running sandbox is left as it was")
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -280,4 +297,10 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// isTerminal reports whether r is a terminal (a prompt can be answered).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -29,6 +29,10 @@ type targets struct {
 	cur     *targetSet
 	sandbox SandboxView
 	misses  int // consecutive unhealthy polls of a sandbox in use
+	// pinned is the sandbox this server uses (sandbox.Status.ID): the first
+	// it found or started. Another one in its state directory is offered to
+	// the reader (SandboxView.Offer) and used only once accepted.
+	pinned string
 }
 
 // targetSet is one wiring of the kube and ssh runners.
@@ -48,9 +52,17 @@ type targetSet struct {
 type SandboxView struct {
 	// State: "off" (not used: --sandbox=no or explicit flags), "absent",
 	// "building", "starting", "running", "unhealthy" or "unavailable".
+	// "replaced": another sandbox took the place of the one in use; its
+	// blocks are off until the reader accepts Offer.
 	State   string `json:"state"`
 	Dir     string `json:"dir,omitempty"`
 	Message string `json:"message,omitempty"`
+	// ID is the sandbox in use (when it was started).
+	ID string `json:"id,omitempty"`
+	// Offer is the ID of another sandbox the reader may accept
+	// (POST /api/sandbox/accept), and OfferShape what it has.
+	Offer      string `json:"offer,omitempty"`
+	OfferShape string `json:"offer_shape,omitempty"`
 }
 
 // TargetsView is the executor's targets as GET /api/health reports them.
@@ -89,6 +101,10 @@ func newTargets(ctx context.Context, f *execFlags) (*targets, error) {
 		st, err = sandbox.StatusOf(ctx, t.dir)
 		t.sandbox = viewOf(t.dir, st, err)
 		inv, k = inUse(st, err)
+		if inv != nil {
+			t.pinned = st.ID()
+			t.sandbox.ID = t.pinned
+		}
 		if inv == nil && f.useSandbox == "yes" {
 			return nil, fmt.Errorf("--sandbox=yes: no running sandbox in %s (%s); start one with: cairn sandbox up", t.dir, t.sandbox.Message)
 		}
@@ -331,21 +347,34 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	}
 	view := viewOf(t.dir, st, err)
 	healthy := err == nil && st.Healthy()
+	inv, k := inUse(st, err)
 	cur := t.get()
 	t.mu.Lock()
 	if s := t.sandbox.State; (s == "building" || s == "starting" || s == "unavailable") && !healthy {
 		view = t.sandbox // the starter reports progress until the sandbox answers
 	}
+	if healthy && t.pinned == "" {
+		t.pinned = st.ID() // the first sandbox this server finds is its own
+	}
+	if healthy && st.ID() != t.pinned {
+		// Another sandbox in our state directory: shown, not used.
+		view = SandboxView{State: "replaced", Dir: t.dir, Offer: st.ID(), OfferShape: st.Summary(),
+			Message: fmt.Sprintf("the sandbox this server used (started %s) is gone; another one runs in %s (started %s). Kube and SSH blocks stay off until you accept it on the page (or restart the server)",
+				when(t.pinned), t.dir, when(st.ID()))}
+		inv, k = nil, nil
+		healthy = false
+	} else if inv != nil {
+		view.ID = t.pinned
+	}
 	if healthy || cur.inv == nil {
 		t.misses = 0
-	} else if t.misses++; t.misses < 2 {
+	} else if t.misses++; t.misses < 2 && view.State != "replaced" {
 		t.mu.Unlock()
 		return
 	}
 	t.sandbox = view
 	t.mu.Unlock()
 
-	inv, k := inUse(st, err)
 	if sameSandbox(cur, inv, k) {
 		return
 	}
@@ -353,6 +382,15 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	if berr != nil {
 		say("sandbox: " + berr.Error())
 		return
+	}
+	if view.State == "replaced" {
+		// Not the reader's own SSH configuration or kubeconfig either: the
+		// page was running against the sandbox; nothing runs until the
+		// reader says where.
+		if set.cleanup != nil {
+			set.cleanup()
+		}
+		set = &targetSet{kubeErr: errors.New("the sandbox in use was replaced"), notes: []string{view.Message}}
 	}
 	t.mu.Lock()
 	old := t.cur
@@ -369,6 +407,30 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	for _, n := range set.notes {
 		say(n)
 	}
+}
+
+// accept makes the offered sandbox id the one this server uses (the reader
+// pressed "use it" on the page) and wires it at once.
+func (t *targets) accept(ctx context.Context, id string, say func(string)) error {
+	t.mu.Lock()
+	if t.sandbox.Offer == "" || t.sandbox.Offer != id {
+		t.mu.Unlock()
+		return fmt.Errorf("no sandbox %q is offered (it may have gone or been accepted already); reload the page", id)
+	}
+	t.pinned = id
+	t.mu.Unlock()
+	say("the reader accepted the sandbox started " + when(id))
+	t.poll(ctx, say)
+	return nil
+}
+
+// when turns a sandbox ID back into a local time for messages.
+func when(id string) string {
+	tm, err := time.Parse(time.RFC3339Nano, id)
+	if err != nil {
+		return id
+	}
+	return tm.Local().Format("2006-01-02 15:04:05")
 }
 
 // inUse is what a sandbox status gives the targets: its inventory (an empty

@@ -71,6 +71,11 @@ type Server struct {
 	// SSH hosts, the sandbox's state); GET /api/health includes it so that
 	// the page follows a sandbox coming and going.
 	Targets func() any
+	// AcceptSandbox, if set, makes the sandbox id (offered in Targets'
+	// view) the one blocks run against: POST /api/sandbox/accept, the
+	// reader's answer on the page. A server never switches to another
+	// sandbox on its own.
+	AcceptSandbox func(ctx context.Context, id string) error
 	// OnRecord, if set, is called with each finished run before it is
 	// reported (write-back): what it sets in rec (WriteBack) reaches the
 	// page and the API with the run.
@@ -124,6 +129,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
 	mux.HandleFunc("GET /api/runs/{id}/events", s.events)
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancelRun)
+	mux.HandleFunc("POST /api/sandbox/accept", s.acceptSandbox)
 	return s.guard(mux)
 }
 
@@ -350,6 +356,33 @@ func DecodeRunRequest(body io.Reader) (*RunRequest, error) {
 		}
 	}
 	return &req, nil
+}
+
+// acceptSandbox takes {"id": "..."}: the reader accepts the other sandbox
+// the page showed.
+func (s *Server) acceptSandbox(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		fail(w, http.StatusUnsupportedMediaType, "bad_content_type", "Content-Type must be application/json")
+		return
+	}
+	if s.AcceptSandbox == nil {
+		fail(w, http.StatusNotFound, "no_sandbox", "this executor does not follow a sandbox")
+		return
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	var req struct {
+		ID string `json:"id"`
+	}
+	if err := dec.Decode(&req); err != nil || dec.More() || req.ID == "" || len(req.ID) > 64 {
+		fail(w, http.StatusBadRequest, "bad_request", "bad request body: want {\"id\": \"<the offered sandbox>\"}")
+		return
+	}
+	if err := s.AcceptSandbox(r.Context(), req.ID); err != nil {
+		fail(w, http.StatusConflict, "not_offered", "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {

@@ -502,6 +502,9 @@
       } else if (sb.state === "unavailable" || sb.state === "unhealthy") {
         state = "warn";
         parts.push(T("sandbox_" + sb.state, "sandbox " + sb.state) + (sb.message ? ": " + sb.message : ""));
+      } else if (sb.state === "replaced") {
+        state = "warn";
+        parts.push(T("sandbox_replaced", "another sandbox took the place of the one in use"));
       }
       if (t.kube) parts.push(T("where_cluster", "cluster") + " " + shortKube(t.kube));
       else if (state === "on") {
@@ -511,8 +514,40 @@
       if (t.hosts && t.hosts.length) parts.push("SSH " + t.hosts.join(" "));
     }
     pill(state, parts.join(" · "));
+    sandboxOffer(t && t.sandbox);
     var p = $("#cairn-exec-status");
     if (p) p.title = t ? [t.kube || t.kube_error || "", t.ssh || ""].filter(Boolean).join("\n") : "";
+  }
+
+  // sandboxOffer: another sandbox replaced the one this server used. Blocks
+  // stay off until the reader says to use it; the server never switches
+  // clusters on its own.
+  function sandboxOffer(sb) {
+    var box = $("#cairn-sandbox-offer");
+    if (!sb || sb.state !== "replaced" || !sb.offer) { if (box) box.remove(); return; }
+    if (box && box.getAttribute("data-offer") === sb.offer) return;
+    if (box) box.remove();
+    box = el("div", "sandbox-offer");
+    box.id = "cairn-sandbox-offer";
+    box.setAttribute("role", "alert");
+    box.setAttribute("data-offer", sb.offer);
+    var msg = el("p");
+    msg.textContent = T("sandbox_offer", "The sandbox this page ran against is gone and another one runs in its folder. Kube and SSH blocks stay off until you choose to use it.");
+    msg.title = sb.message || "";
+    var shape = el("p", "sandbox-offer-shape");
+    shape.textContent = sb.dir + (sb.offer_shape ? " · " + sb.offer_shape : "");
+    var btn = el("button", "btn btn-small sandbox-accept");
+    btn.type = "button";
+    btn.textContent = T("sandbox_accept", "Use the new sandbox");
+    btn.addEventListener("click", function () {
+      btn.disabled = true;
+      api("/sandbox/accept", { method: "POST", body: JSON.stringify({ id: sb.offer }) }).then(json)
+        .then(function () { box.remove(); return health(false); })
+        .catch(function (err) { btn.disabled = false; msg.textContent = err.message || String(err); });
+    });
+    box.append(msg, shape, btn);
+    var p = $("#cairn-exec-status");
+    if (p) p.after(box); else (doc.querySelector("main") || doc.body).prepend(box);
   }
 
   // whereFor says what a block would run against, for the confirmation.
