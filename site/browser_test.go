@@ -261,11 +261,16 @@ func TestBrowserRunbookPage(t *testing.T) {
 		}
 		do(t, ctx, chromedp.Click(chromedp.CSS("#block-nc-lb .cb-copy")))
 		waitFor(t, ctx, `window.Cairn.lastCopied !== null`)
-		if got := eval[string](t, ctx, `window.Cairn.lastCopied`); got != `nc -zv "lb.example.com" "6443"` {
-			t.Errorf("copied %q", got)
+		// The paste form (runbook/paste): the values as assignments, the body
+		// as written, run as the executor runs it.
+		got = eval[string](t, ctx, `window.Cairn.lastCopied`)
+		for _, want := range []string{"LOAD_BALANCER_DNS='lb.example.com'\n", "LOAD_BALANCER_PORT='6443'\n", "\nnc -zv \"$LOAD_BALANCER_DNS\" \"$LOAD_BALANCER_PORT\"\n", "bash --noprofile --norc -euo pipefail -c \"$CAIRN_BODY\" </dev/null"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("copied %q, want it to hold %q", got, want)
+			}
 		}
 		clip := run(t, ctx, chromedp.Evaluate[string](`navigator.clipboard.readText()`, chromedp.EvalAwaitPromise))
-		if clip != `nc -zv "lb.example.com" "6443"` {
+		if clip != got {
 			t.Errorf("clipboard holds %q", clip)
 		}
 		waitFor(t, ctx, `document.querySelector('#block-nc-lb .cb-copy').textContent === '복사됨'`)
@@ -273,7 +278,7 @@ func TestBrowserRunbookPage(t *testing.T) {
 		// A multi-line block with ${NAME}: the copy has every value.
 		do(t, ctx, chromedp.Click(chromedp.CSS("#block-init .cb-copy")))
 		copied := eval[string](t, ctx, `window.Cairn.lastCopied`)
-		for _, want := range []string{`"lb.example.com:6443"`, `"10.244.0.0/16"`, "--upload-certs"} {
+		for _, want := range []string{`LOAD_BALANCER_DNS='lb.example.com'`, `POD_NETWORK_CIDR='10.244.0.0/16'`, "--upload-certs"} {
 			if !strings.Contains(copied, want) {
 				t.Errorf("init copy lacks %s:\n%s", want, copied)
 			}
@@ -593,7 +598,7 @@ func TestBrowserFileURL(t *testing.T) {
 	// Copy falls back to execCommand outside a secure context; the text is the same.
 	typeText(t, ctx, "#p-LOAD_BALANCER_DNS", "lb.file.test")
 	do(t, ctx, chromedp.Click(chromedp.CSS("#block-nc-lb .cb-copy")))
-	waitFor(t, ctx, `window.Cairn.lastCopied === 'nc -zv "lb.file.test" "6443"'`)
+	waitFor(t, ctx, `(window.Cairn.lastCopied || "").indexOf("LOAD_BALANCER_DNS='lb.file.test'") >= 0`)
 	w.check(t, "file:// page")
 }
 

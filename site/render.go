@@ -21,6 +21,7 @@ import (
 
 	"github.com/cairn-dev/cairn/runbook"
 	rbast "github.com/cairn-dev/cairn/runbook/ast"
+	"github.com/cairn-dev/cairn/runbook/paste"
 )
 
 // rendererPriority puts Cairn's node renderers ahead of goldmark's HTML
@@ -274,8 +275,8 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 	if b.Target == runbook.TargetKube && b.Namespace != "" {
 		fmt.Fprintf(w, ` data-namespace="%s"`, html.EscapeString(b.Namespace))
 	}
-	if c := kubectlCommand(r.rb, b); c != "" {
-		fmt.Fprintf(w, ` data-copy="%s"`, html.EscapeString(c))
+	if c := paste.Build(r.rb, b); c != nil {
+		fmt.Fprintf(w, ` data-copy="%s"`, html.EscapeString(c.JSON()))
 	}
 	if b.Confirm {
 		msg := b.ConfirmMsg

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/runbook/paste"
 	"github.com/cairn-dev/cairn/site"
 )
 
@@ -460,33 +461,14 @@ func whereShown(x *execSetup, rb *runbook.Runbook, b *runbook.Block, values map[
 	return "this machine"
 }
 
-// whatShown is what a block would do: its text with values shown, or a
-// native kube action spelled out.
+// whatShown is what a block would do: the command a reader would paste
+// (runbook/paste, as the page's Copy and confirmation give it), with the
+// values known so far; secrets and values not captured yet are named, not
+// shown.
 func whatShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
-	if b.Target != runbook.TargetKube || b.Action == "" {
-		// Shell text is shown as written, after the values it reads as
-		// assignments (values reach it through the environment).
-		var sb strings.Builder
-		for _, name := range b.Refs {
-			v, ok := values[name]
-			if !ok {
-				continue
-			}
-			if p := rb.ParamByName(name); p != nil && p.Secret {
-				v = executor.Mask
-			}
-			fmt.Fprintf(&sb, "%s=%s\n", name, runbook.ShellQuote(v))
-		}
-		return sb.String() + b.Content
+	t := paste.Build(rb, b)
+	if t == nil {
+		return b.Content
 	}
-	s := b.Action
-	for _, kv := range [][2]string{{"kind", b.Kind}, {"name", b.Name}, {"selector", b.Selector}, {"field-selector", b.FieldSelector}, {"replicas", b.Replicas}, {"for", b.For}} {
-		if kv[1] != "" {
-			s += " " + kv[0] + "=" + shownText(rb, kv[1], values)
-		}
-	}
-	if strings.TrimSpace(b.Content) != "" {
-		s += "\n" + shownText(rb, b.Content, values)
-	}
-	return s
+	return t.Fill(values)
 }

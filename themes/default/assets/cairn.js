@@ -12,7 +12,7 @@
      Cairn.commandText(id)       the displayed (substituted) text of block id
      Cairn.lastCopied            the text of the last copy
      Cairn.setCaptures(map)      captured values (from the executor) for copied commands
-     Cairn.fillCommand(tmpl)     a kube block's kubectl command (data-copy) with values filled in
+     Cairn.fillCommand(tmpl)     a block's paste command (data-copy, runbook/paste) with values filled in
      Cairn.evalCondition(cond, values), Cairn.progress(), Cairn.search(q), Cairn.copy(text), Cairn.setTheme(t)
    The executor's base URL, when a local executor serves the page, is <html data-executor>. */
 (function () {
@@ -749,28 +749,88 @@
       });
     });
   }
-  // fillCommand fills a kube block's kubectl command (data-copy) with the
-  // form's values: shell-quoted on the command line, as they are in the
-  // heredoc body (a YAML or JSON document); secret ones stay references.
-  function shq(v) { return /^[A-Za-z0-9@%+=:,.\/_-]+$/.test(v) ? v : "'" + v.replace(/'/g, "'\\''") + "'"; }
+  // fillCommand fills a block's paste template (data-copy, built by the
+  // runbook/paste package) with the form's values and the captured ones, by
+  // the rules of paste.Template.Fill: a value is one single-quoted shell word
+  // ($'...' when it holds a newline), hosts are ssh destinations, a kube
+  // body's values are JSON-escaped in their strings; a value not known yet
+  // (or secret) is named with where it comes from, never left as a bare $VAR.
+  function shq(v) {
+    if (!/[\x00-\x1f\x7f]/.test(v)) return "'" + v.replace(/'/g, "'\\''") + "'";
+    var o = "$'";
+    for (var i = 0; i < v.length; i++) {
+      var ch = v[i], c = v.charCodeAt(i);
+      if (ch === "\\") o += "\\\\";
+      else if (ch === "'") o += "\\'";
+      else if (ch === "\n") o += "\\n";
+      else if (ch === "\t") o += "\\t";
+      else if (c < 32 || c === 127) o += "\\x" + (c < 16 ? "0" : "") + c.toString(16);
+      else o += ch;
+    }
+    return o + "'";
+  }
+  function shWord(v) { return /^[A-Za-z0-9@%+=:,.\/_-]+$/.test(v) ? v : "'" + v.replace(/'/g, "'\\''") + "'"; }
+  function jsonEsc(v) {
+    var o = "";
+    for (var i = 0; i < v.length; i++) {
+      var ch = v[i], c = v.charCodeAt(i);
+      if (ch === "\\") o += "\\\\";
+      else if (ch === '"') o += '\\"';
+      else if (c < 32) o += "\\u00" + (c < 16 ? "0" : "") + c.toString(16);
+      else o += ch;
+    }
+    return o;
+  }
+  function dqEsc(s) { return s.replace(/[\\"$`]/g, function (c) { return "\\" + c; }); }
+  function destination(h) {
+    var m = /^(.+@)?\[([^\]]+)\]:([0-9]+)$/.exec(h);
+    if (m) return "ssh://" + (m[1] || "") + "[" + m[2] + "]:" + m[3];
+    m = /^(.+@)?([^:\[\]@]+):([0-9]+)$/.exec(h);
+    if (m) return "ssh://" + (m[1] || "") + m[2] + ":" + m[3];
+    return h;
+  }
   var CAPS = {};
   // Cairn.setCaptures(map): values earlier blocks captured (secret ones come
   // masked and are left out); copied commands use them.
   Cairn.setCaptures = function (m) {
     Object.keys(m || {}).forEach(function (k) { if (m[k] !== "••••") CAPS[k] = m[k]; });
   };
-  function fillCommand(tmpl) {
-    var vals = Object.assign({}, CAPS, Cairn.values());
-    var nl = tmpl.indexOf("\n");
-    var head = nl < 0 ? tmpl : tmpl.slice(0, nl), body = nl < 0 ? "" : tmpl.slice(nl);
-    function fill(s, quote) {
-      return s.replace(/\$\{([A-Z][A-Z0-9_]*)\}|\$([A-Z][A-Z0-9_]*)/g, function (m, a, b) {
-        var name = a || b, v = vals[name];
-        if (v == null || v === "" || (byName[name] && byName[name].secret)) return m;
-        return quote ? shq(String(v)) : String(v);
-      });
+  function fillTemplate(tmpl, vals) {
+    var out = "", vars = tmpl.n || {};
+    function unknown(name) {
+      var info = vars[name] || { from: name };
+      if (info.secret) return name + " is secret (" + info.from + ") and not copied: set it in this shell first (read -rs " + name + ")";
+      if (info.from.indexOf("parameter ") === 0) return name + " has no value: give it in the parameters and copy again, or set it in this shell";
+      return name + " is not known yet: it is " + info.from + "; run that first, or set " + name + " in this shell";
     }
-    return fill(head, true) + fill(body, false);
+    var segs = tmpl.s || [];
+    for (var i = 0; i < segs.length; i++) {
+      var s = segs[i];
+      if (!s.v) { out += s.t || ""; continue; }
+      var info = vars[s.v] || {}, has = Object.prototype.hasOwnProperty.call(vals, s.v) && vals[s.v] != null && !info.secret;
+      var v = has ? String(vals[s.v]) : "";
+      if (s.k === "sh") {
+        out += has ? shq(v) : '"${' + s.v + ":?" + dqEsc(unknown(s.v)) + '}"';
+      } else if (s.k === "hosts") {
+        var hs = v.split(/[ ,\t\n]+/).filter(Boolean);
+        out += has && hs.length ? hs.map(function (h) { return shWord(destination(h)); }).join(" ") : "${" + s.v + ":?" + dqEsc(unknown(s.v)) + "}";
+      } else {
+        if (!has) {
+          return "# Not copied: this block's manifest needs " + unknown(s.v).replace(/\n/g, " ") +
+            ".\n# A manifest takes its values when it is copied: run that block first (or fill in the value), then copy again.\n";
+        }
+        if (s.k === "jp" && /^(true|false|-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)$/.test(v)) out += v;
+        else if (s.k === "jp") out += '"' + jsonEsc(v) + '"';
+        else out += jsonEsc(v);
+      }
+    }
+    return out;
+  }
+  Cairn.fillTemplate = fillTemplate;
+  function fillCommand(tmpl) {
+    var t;
+    try { t = JSON.parse(tmpl); } catch (e) { return ""; }
+    return fillTemplate(t, Object.assign({}, CAPS, Cairn.values()));
   }
   Cairn.fillCommand = fillCommand;
   function feedback(btn, ok) {

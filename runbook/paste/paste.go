@@ -1,0 +1,545 @@
+// Package paste builds the shell command a reader copies for a block: what
+// the page's Copy button puts on the clipboard, what its confirmation shows,
+// and what `cairn run` shows before a block runs. Copy is the path of
+// readers without the executor (air-gapped sites among them), so the command
+// is complete (the hosts, sudo and ssh of an SSH block; --context of a kube
+// block; the source and destination of a copy) and does what the block does
+// when the executor runs it: the body under bash -euo pipefail with the
+// values in its environment, on each host over ssh, with no standard input.
+//
+// Values are data. They are never spliced into the command's text: a value
+// is one single-quoted shell word, assigned to the name the block uses and
+// passed in the environment; where an attribute holds a reference inside a
+// word (selector="tier in (${APP})") the word is double-quoted around
+// "${APP}", which the shell expands without reading the value as code; a
+// kube body is JSON with each value JSON-escaped inside its string. Bodies
+// travel in quoted here-documents whose terminator is chosen not to occur
+// in them, and a filled value never holds a newline there. A value not known
+// yet (a capture whose block has not run, a secret the page does not copy)
+// is named with where it comes from: the command stops with that message
+// unless the reader's shell sets it.
+//
+// Build gives a Template: text and value slots, filled by Fill here (for
+// `cairn run`) and by the same rules in the theme's cairn.js (the page).
+package paste
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// Slot kinds.
+const (
+	KindShell   = "sh" // a shell word: the value single-quoted
+	KindHosts   = "hosts"
+	KindJSONStr = "js" // inside a JSON string: the value JSON-escaped
+	KindJSON    = "jp" // a whole JSON scalar: a number or boolean as it is, else a JSON string
+)
+
+// Segment is literal text or a value slot.
+type Segment struct {
+	Text string `json:"t,omitempty"`
+	Name string `json:"v,omitempty"`
+	Kind string `json:"k,omitempty"`
+}
+
+// Var says what a slot's name is, for the message when its value is not
+// known.
+type Var struct {
+	Secret bool   `json:"secret,omitempty"`
+	From   string `json:"from"` // "parameter NAME" or `captured by block "x" (step 2)`
+}
+
+// Template is a block's command with value slots.
+type Template struct {
+	Segs []Segment     `json:"s"`
+	Vars map[string]Var `json:"n"`
+}
+
+// JSON is the template as the page reads it (data-copy).
+func (t *Template) JSON() string {
+	b, _ := json.Marshal(t)
+	return string(b)
+}
+
+type builder struct {
+	rb    *runbook.Runbook
+	b     *runbook.Block
+	t     *Template
+	names map[string]bool // the runbook's parameters and captures
+}
+
+func (w *builder) text(s string) {
+	if n := len(w.t.Segs); n > 0 && w.t.Segs[n-1].Name == "" {
+		w.t.Segs[n-1].Text += s
+		return
+	}
+	w.t.Segs = append(w.t.Segs, Segment{Text: s})
+}
+
+func (w *builder) slot(name, kind string) {
+	w.t.Segs = append(w.t.Segs, Segment{Name: name, Kind: kind})
+	if _, ok := w.t.Vars[name]; !ok {
+		w.t.Vars[name] = w.describe(name)
+	}
+}
+
+// describe says where a name's value comes from.
+func (w *builder) describe(name string) Var {
+	if p := w.rb.ParamByName(name); p != nil {
+		return Var{Secret: p.Secret, From: "parameter " + name}
+	}
+	for _, x := range w.rb.Blocks {
+		for _, c := range x.Captures {
+			if c.Name == name {
+				where := fmt.Sprintf("captured by block %q", x.ID)
+				if x.Step != nil {
+					where += fmt.Sprintf(" (step %d)", x.Step.Number)
+				}
+				return Var{Secret: c.Secret || contains(x.Secrets, name), From: where}
+			}
+		}
+	}
+	return Var{From: name}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Build returns the command for an executable block b of rb, or nil for a
+// block with nothing to paste (manual steps, display blocks).
+func Build(rb *runbook.Runbook, b *runbook.Block) *Template {
+	if !b.Executable() || b.Target == runbook.TargetManual {
+		return nil
+	}
+	w := &builder{rb: rb, b: b, t: &Template{Vars: map[string]Var{}}, names: map[string]bool{}}
+	for _, p := range rb.Params {
+		w.names[p.Name] = true
+	}
+	for _, x := range rb.Blocks {
+		for _, c := range x.Captures {
+			w.names[c.Name] = true
+		}
+	}
+	switch {
+	case b.Target == runbook.TargetKube && b.Action != "":
+		w.kubeAction()
+	case b.Target == runbook.TargetSSH && b.Action == "copy":
+		w.copyFiles()
+	case b.Target == runbook.TargetSSH:
+		w.ssh()
+	default:
+		w.local()
+	}
+	w.text(")\n")
+	return w.t
+}
+
+// refs are the parameter and capture names the block reads, sorted.
+func (w *builder) refs() []string {
+	set := map[string]bool{}
+	for _, r := range w.b.Refs {
+		set[r] = true
+	}
+	b := w.b
+	for _, s := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.JSONPath, b.Content} {
+		for _, r := range runbook.FindRefs(s, false) {
+			if w.names[r.Name] {
+				set[r.Name] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// assign writes NAME=value lines for names: shell variables of the
+// reader's shell the command then uses.
+func (w *builder) assign(names []string) {
+	for _, n := range names {
+		w.text(n + "=")
+		w.slot(n, KindShell)
+		w.text("\n")
+	}
+}
+
+// delim is a here-document terminator that is no line of body.
+func delim(body string) string {
+	d := "CAIRN_EOF"
+	lines := map[string]bool{}
+	for _, l := range strings.Split(body, "\n") {
+		lines[strings.TrimRight(l, "\r")] = true
+		lines[strings.TrimLeft(strings.TrimRight(l, "\r"), "\t")] = true
+	}
+	for i := 2; lines[d]; i++ {
+		d = fmt.Sprintf("CAIRN_EOF_%d", i)
+	}
+	return d
+}
+
+// readBody writes bash that reads body, verbatim, into CAIRN_BODY.
+func (w *builder) readBody(body string) {
+	body = strings.TrimRight(body, "\n")
+	d := delim(body)
+	w.text("IFS= read -r -d '' CAIRN_BODY <<'" + d + "' || true\n" + body + "\n" + d + "\n")
+}
+
+// header is a comment naming the block, for a reader who reads the paste.
+func (w *builder) header(what string) {
+	title := w.b.ID
+	if w.b.Title != "" {
+		title += " — " + w.b.Title
+	}
+	// One subshell: a paste into an interactive shell runs as one command
+	// (a value that is not known stops all of it, not one line of it), and
+	// leaves no variable or function behind.
+	w.text("# " + oneLine(title) + ": " + what + "\n(\n")
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+const bashFlags = "bash --noprofile --norc -euo pipefail"
+
+// local: the body under bash -euo pipefail, values in its environment, no
+// standard input (as the executor runs it).
+func (w *builder) local() {
+	refs := w.refs()
+	kube := w.b.Target == runbook.TargetKube
+	ctx := w.kubeContext()
+	if kube && ctx != "" {
+		w.header("on this machine, kubectl and helm pinned to context " + ctx)
+	} else if kube {
+		w.header("on this machine, against your current kube context")
+	} else {
+		w.header("on this machine")
+	}
+	w.assign(refs)
+	body := w.b.Content
+	if kube && ctx != "" {
+		// The executor pins the runbook's context in a kubeconfig of its
+		// own; a paste pins it for kubectl (a function) and helm.
+		body = "kubectl() { command kubectl --context " + runbook.ShellWord(ctx) + " \"$@\"; }\n" + body
+	}
+	w.readBody(body)
+	var env []string
+	for _, r := range refs {
+		env = append(env, r+"=\"$"+r+"\"")
+	}
+	if kube && ctx != "" {
+		env = append(env, "HELM_KUBECONTEXT="+runbook.ShellWord(ctx))
+	}
+	cmd := bashFlags + " -c \"$CAIRN_BODY\" </dev/null\n"
+	if len(env) > 0 {
+		cmd = "env " + strings.Join(env, " ") + " " + cmd
+	}
+	w.text(cmd)
+}
+
+// kubeContext is the runbook's kube context when it names exactly one.
+func (w *builder) kubeContext() string {
+	if cs := w.rb.Meta.KubeContexts; len(cs) == 1 && !strings.ContainsAny(cs[0], "*?[") {
+		return cs[0]
+	}
+	return ""
+}
+
+const sshOpts = "ssh ${CAIRN_SSH_CONFIG:+-F \"$CAIRN_SSH_CONFIG\"} -o BatchMode=yes -T"
+
+// ssh: the body on each host of the block's group, one after another,
+// read by the remote bash from standard input after the exports of the
+// values it uses (printf %q quotes them for the remote shell).
+func (w *builder) ssh() {
+	b := w.b
+	refs := w.refs()
+	sudo := ""
+	how := "over ssh"
+	if b.Sudo {
+		sudo = "sudo -n "
+		how += ", as root (sudo -n)"
+	}
+	w.header("on each host of " + b.Hosts + " " + how)
+	w.assign(refs)
+	w.readBody(b.Content)
+	w.text("for CAIRN_HOST in ")
+	w.slot(b.Hosts, KindHosts)
+	w.text("; do\n  {")
+	for _, r := range refs {
+		w.text(" printf 'export " + r + "=%q\\n' \"$" + r + "\";")
+	}
+	w.text(" printf '%s\\n' \"$CAIRN_BODY\"; } |\n    " + sshOpts + " \"$CAIRN_HOST\" '" + sudo + bashFlags + " -s' || break\ndone\n")
+}
+
+// copyFiles: each SOURCE [DEST] line to each host (from the reader's
+// machine, or from the host of from=), with its mode, under sudo when the
+// block says so.
+func (w *builder) copyFiles() {
+	b := w.b
+	sudo := ""
+	if b.Sudo {
+		sudo = "sudo -n "
+	}
+	from := "this machine"
+	if b.From != "" {
+		from = "the host of " + b.From
+	}
+	w.header("copies files from " + from + " to each host of " + b.Hosts)
+	refs := w.refs()
+	if b.From != "" && !contains(refs, b.From) {
+		refs = append(refs, b.From)
+		sort.Strings(refs)
+	}
+	w.assign(refs)
+	// cairn_put HOST DEST MODE: standard input to DEST on HOST.
+	w.text("cairn_put() { " + sshOpts + " \"$1\" \"" + sudo + "mkdir -p -- \\\"\\$(dirname -- $(printf %q \"$2\"))\\\" && " +
+		sudo + "tee -- $(printf %q \"$2\") >/dev/null && " + sudo + "chmod $3 -- $(printf %q \"$2\")\"; }\n")
+	if b.From != "" {
+		w.text("cairn_get() { " + sshOpts + " \"$1\" \"" + sudo + "$2 -- $(printf %q \"$3\")\" </dev/null; }\n")
+		w.text("CAIRN_FROM=")
+		w.slot(b.From, KindHosts)
+		w.text("\n")
+	}
+	w.text("for CAIRN_HOST in ")
+	w.slot(b.Hosts, KindHosts)
+	w.text("; do\n")
+	for _, line := range strings.Split(b.Content, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		src, dst := f[0], f[0]
+		if len(f) > 1 {
+			dst = f[1]
+		}
+		w.text("  CAIRN_SRC=")
+		w.word(src, true)
+		w.text(" CAIRN_DST=")
+		w.word(dst, false)
+		if b.From == "" {
+			w.text(" &&\n    cairn_put \"$CAIRN_HOST\" \"$CAIRN_DST\" \"$(stat -c %a -- \"$CAIRN_SRC\")\" <\"$CAIRN_SRC\" || break\n")
+		} else {
+			w.text(" &&\n    cairn_get \"$CAIRN_FROM\" cat \"$CAIRN_SRC\" | cairn_put \"$CAIRN_HOST\" \"$CAIRN_DST\" \"$(cairn_get \"$CAIRN_FROM\" 'stat -c %a' \"$CAIRN_SRC\")\" || break\n")
+		}
+	}
+	w.text("done\n")
+}
+
+// word writes s (an attribute or a copy path) as one shell word: as it is
+// when plain, single-quoted when it has no references, else double-quoted
+// with "${NAME}" for each reference (expanded by the shell, never read as
+// code) and the rest escaped. A leading ~/ of a local path is $HOME.
+func (w *builder) word(s string, local bool) {
+	refs := runbook.FindRefs(s, false)
+	var known []runbook.Ref
+	for _, r := range refs {
+		if w.names[r.Name] || r.Name == "CAIRN_HOST" {
+			known = append(known, r)
+		}
+	}
+	if local && strings.HasPrefix(s, "~/") {
+		w.text("\"$HOME\"")
+		s = s[1:]
+		for i := range known {
+			known[i].Start--
+			known[i].End--
+		}
+	}
+	if len(known) == 0 {
+		w.text(runbook.ShellWord(s))
+		return
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	at := 0
+	for _, r := range known {
+		b.WriteString(dqEscape(s[at:r.Start]))
+		b.WriteString("${" + r.Name + "}")
+		at = r.End
+	}
+	b.WriteString(dqEscape(s[at:]))
+	b.WriteByte('"')
+	w.text(b.String())
+}
+
+// dqEscape escapes s for the inside of a double-quoted shell word.
+func dqEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(s)
+}
+
+// kubeAction: the kubectl command that does what the action does.
+func (w *builder) kubeAction() {
+	b := w.b
+	refs := w.refs()
+	var attrRefs []string
+	for _, r := range refs {
+		if b.Manifest == nil || !manifestOnly(b, r) {
+			attrRefs = append(attrRefs, r)
+		}
+	}
+	ctx := w.kubeContext()
+	if ctx != "" {
+		w.header("kubectl " + b.Action + " against context " + ctx)
+	} else {
+		w.header("kubectl " + b.Action + " against your current kube context")
+	}
+	w.assign(attrRefs)
+	w.text("kubectl")
+	if ctx != "" {
+		w.text(" --context " + runbook.ShellWord(ctx))
+	}
+	arg := func(s string) { w.text(" "); w.word(s, false) }
+	lit := func(s string) { w.text(" " + s) }
+	ns := func() {
+		if b.Namespace != "" {
+			lit("-n")
+			arg(b.Namespace)
+		}
+	}
+	sel := func() {
+		if b.Selector != "" {
+			lit("-l")
+			arg(b.Selector)
+		}
+		if b.FieldSelector != "" {
+			lit("--field-selector")
+			arg(b.FieldSelector)
+		}
+	}
+	kindName := func() {
+		arg(b.Kind)
+		if b.Name != "" {
+			arg(b.Name)
+		}
+	}
+	body := false
+	switch b.Action {
+	case "apply":
+		lit("apply --server-side --field-manager=cairn")
+		ns()
+		lit("-f -")
+		body = true
+	case "get":
+		lit("get")
+		kindName()
+		ns()
+		sel()
+		if b.JSONPath != "" {
+			lit("-o")
+			arg("jsonpath=" + b.JSONPath)
+		} else {
+			lit("-o yaml")
+		}
+	case "delete":
+		lit("delete")
+		kindName()
+		ns()
+		sel()
+		lit("--wait=false")
+	case "scale":
+		lit("scale")
+		kindName()
+		ns()
+		arg("--replicas=" + b.Replicas)
+	case "wait":
+		lit("wait")
+		kindName()
+		if b.All {
+			lit("--all")
+		}
+		ns()
+		sel()
+		arg("--for=" + b.For)
+		lit("--timeout=" + shortDuration(b.Timeout.Seconds()))
+	case "patch":
+		lit("patch")
+		kindName()
+		ns()
+		pt := b.PatchType
+		if pt == "" {
+			pt = "strategic"
+		}
+		lit("--type " + pt + " --patch-file /dev/stdin")
+		body = true
+	}
+	if !body {
+		w.text(" </dev/null\n")
+		return
+	}
+	w.manifest()
+}
+
+// manifestOnly reports whether name appears only in b's body.
+func manifestOnly(b *runbook.Block, name string) bool {
+	for _, s := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.JSONPath} {
+		for _, r := range runbook.FindRefs(s, false) {
+			if r.Name == name {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// marker finds the placeholders Manifest.Template writes: \u0001NAME then
+// \u0002 (a whole plain scalar) or \u0003 (inside a string).
+var marker = regexp.MustCompile(`"\\u0001([A-Z][A-Z0-9_]*)\\u0002"|\\u0001([A-Z][A-Z0-9_]*)\\u000[23]`)
+
+// manifest writes the kube body as JSON in a quoted here-document, each
+// value a slot JSON-escaped in its string (the kube runner's and the
+// exported script's rule: a value stays one scalar).
+func (w *builder) manifest() {
+	b := w.b
+	if b.Manifest == nil {
+		w.text(" <<'CAIRN_EOF'\n" + strings.TrimRight(b.Content, "\n") + "\nCAIRN_EOF\n")
+		return
+	}
+	tmpl, err := b.Manifest.Template(func(_ int, r runbook.ManifestRef) string {
+		if r.Plain {
+			return "\x01" + r.Name + "\x02"
+		}
+		return "\x01" + r.Name + "\x03"
+	})
+	if err != nil {
+		w.text(" <<'CAIRN_EOF'\n" + strings.TrimRight(b.Content, "\n") + "\nCAIRN_EOF\n")
+		return
+	}
+	js := strings.TrimRight(string(tmpl), "\n")
+	d := delim(marker.ReplaceAllString(js, ""))
+	w.text(" <<'" + d + "'\n")
+	at := 0
+	for _, m := range marker.FindAllStringSubmatchIndex(js, -1) {
+		w.text(js[at:m[0]])
+		if m[2] >= 0 && w.names[js[m[2]:m[3]]] {
+			w.slot(js[m[2]:m[3]], KindJSON)
+		} else if m[2] >= 0 {
+			w.text(js[m[0]:m[1]])
+		} else {
+			name := js[m[4]:m[5]]
+			if w.names[name] {
+				w.slot(name, KindJSONStr)
+			} else {
+				w.text("${" + name + "}")
+			}
+		}
+		at = m[1]
+	}
+	w.text(js[at:] + "\n" + d + "\n")
+}
+
+func shortDuration(secs float64) string {
+	return fmt.Sprintf("%ds", int(secs))
+}
