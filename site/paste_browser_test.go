@@ -28,7 +28,7 @@ func TestBrowserPasteFillMatchesGo(t *testing.T) {
 		"cp0 root@cp1:2222, [::1]:22", "}\"]} {",
 	}
 	type cse struct {
-		Tmpl *paste.Template  `json:"tmpl"`
+		Tmpl *paste.Template   `json:"tmpl"`
 		Vals map[string]string `json:"vals"`
 		Want string            `json:"want"`
 	}

@@ -57,7 +57,7 @@ type Var struct {
 
 // Template is a block's command with value slots.
 type Template struct {
-	Segs []Segment     `json:"s"`
+	Segs []Segment      `json:"s"`
 	Vars map[string]Var `json:"n"`
 }
 
