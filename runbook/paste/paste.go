@@ -342,7 +342,10 @@ func (w *builder) copyFiles() {
 // when plain, single-quoted when it has no references, else double-quoted
 // with "${NAME}" for each reference (expanded by the shell, never read as
 // code) and the rest escaped. A leading ~/ of a local path is $HOME.
-func (w *builder) word(s string, local bool) {
+func (w *builder) word(s string, local bool) { w.text(w.wordText(s, local)) }
+
+func (w *builder) wordText(s string, local bool) string {
+	var out strings.Builder
 	refs := runbook.FindRefs(s, false)
 	var known []runbook.Ref
 	for _, r := range refs {
@@ -351,7 +354,7 @@ func (w *builder) word(s string, local bool) {
 		}
 	}
 	if local && strings.HasPrefix(s, "~/") {
-		w.text("\"$HOME\"")
+		out.WriteString("\"$HOME\"")
 		s = s[1:]
 		for i := range known {
 			known[i].Start--
@@ -359,8 +362,7 @@ func (w *builder) word(s string, local bool) {
 		}
 	}
 	if len(known) == 0 {
-		w.text(runbook.ShellWord(s))
-		return
+		return out.String() + runbook.ShellWord(s)
 	}
 	var b strings.Builder
 	b.WriteByte('"')
@@ -372,7 +374,7 @@ func (w *builder) word(s string, local bool) {
 	}
 	b.WriteString(dqEscape(s[at:]))
 	b.WriteByte('"')
-	w.text(b.String())
+	return out.String() + b.String()
 }
 
 // dqEscape escapes s for the inside of a double-quoted shell word.
@@ -380,7 +382,9 @@ func dqEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(s)
 }
 
-// kubeAction: the kubectl command that does what the action does.
+// kubeAction: the kubectl command that does what the action does, with
+// the waits the kube runner does: apply again while a CRD of the same
+// manifest is not served yet, wait for objects that do not exist yet.
 func (w *builder) kubeAction() {
 	b := w.b
 	refs := w.refs()
@@ -397,12 +401,13 @@ func (w *builder) kubeAction() {
 		w.header("kubectl " + b.Action + " against your current kube context")
 	}
 	w.assign(attrRefs)
-	w.text("kubectl")
+	var c strings.Builder
+	c.WriteString("kubectl")
 	if ctx != "" {
-		w.text(" --context " + runbook.ShellWord(ctx))
+		c.WriteString(" --context " + runbook.ShellWord(ctx))
 	}
-	arg := func(s string) { w.text(" "); w.word(s, false) }
-	lit := func(s string) { w.text(" " + s) }
+	arg := func(s string) { c.WriteString(" " + w.wordText(s, false)) }
+	lit := func(s string) { c.WriteString(" " + s) }
 	ns := func() {
 		if b.Namespace != "" {
 			lit("-n")
@@ -425,13 +430,26 @@ func (w *builder) kubeAction() {
 			arg(b.Name)
 		}
 	}
-	body := false
 	switch b.Action {
 	case "apply":
-		lit("apply --server-side --field-manager=cairn")
+		lit("apply --server-side --field-manager=cairn --force-conflicts")
 		ns()
 		lit("-f -")
-		body = true
+		w.manifest()
+		w.text("n=0\nuntil CAIRN_OUT=$(printf '%s\\n' \"$CAIRN_M\" | " + c.String() + " 2>&1); do\n" + applyRetry)
+		return
+	case "patch":
+		lit("patch")
+		kindName()
+		ns()
+		pt := b.PatchType
+		if pt == "" {
+			pt = "strategic"
+		}
+		lit("--type " + pt + " --patch-file /dev/stdin")
+		w.manifest()
+		w.text("printf '%s\\n' \"$CAIRN_M\" | " + c.String() + "\n")
+		return
 	case "get":
 		lit("get")
 		kindName()
@@ -463,23 +481,13 @@ func (w *builder) kubeAction() {
 		ns()
 		sel()
 		arg("--for=" + b.For)
-		lit("--timeout=" + shortDuration(b.Timeout.Seconds()))
-	case "patch":
-		lit("patch")
-		kindName()
-		ns()
-		pt := b.PatchType
-		if pt == "" {
-			pt = "strategic"
-		}
-		lit("--type " + pt + " --patch-file /dev/stdin")
-		body = true
-	}
-	if !body {
-		w.text(" </dev/null\n")
+		// kubectl wait fails at once on an object that does not exist yet;
+		// the runner waits for it to appear within the block's timeout.
+		secs := int(b.Timeout.Seconds())
+		w.text("end=$((SECONDS + " + fmt.Sprint(secs) + "))\nuntil CAIRN_OUT=$(" + c.String() + " --timeout=$((end - SECONDS > 0 ? end - SECONDS : 1))s </dev/null 2>&1); do\n" + waitRetry)
 		return
 	}
-	w.manifest()
+	w.text(c.String() + " </dev/null\n")
 }
 
 // manifestOnly reports whether name appears only in b's body.
@@ -498,13 +506,19 @@ func manifestOnly(b *runbook.Block, name string) bool {
 // \u0002 (a whole plain scalar) or \u0003 (inside a string).
 var marker = regexp.MustCompile(`"\\u0001([A-Z][A-Z0-9_]*)\\u0002"|\\u0001([A-Z][A-Z0-9_]*)\\u000[23]`)
 
-// manifest writes the kube body as JSON in a quoted here-document, each
-// value a slot JSON-escaped in its string (the kube runner's and the
-// exported script's rule: a value stays one scalar).
+// manifest reads the kube body into CAIRN_M: JSON in a quoted
+// here-document, each value a slot JSON-escaped in its string (the kube
+// runner's and the exported script's rule: a value stays one scalar), one
+// line per document.
 func (w *builder) manifest() {
 	b := w.b
+	raw := func() {
+		body := strings.TrimRight(b.Content, "\n")
+		d := delim(body)
+		w.text("IFS= read -r -d '' CAIRN_M <<'" + d + "' || true\n" + body + "\n" + d + "\n")
+	}
 	if b.Manifest == nil {
-		w.text(" <<'CAIRN_EOF'\n" + strings.TrimRight(b.Content, "\n") + "\nCAIRN_EOF\n")
+		raw()
 		return
 	}
 	tmpl, err := b.Manifest.Template(func(_ int, r runbook.ManifestRef) string {
@@ -514,12 +528,12 @@ func (w *builder) manifest() {
 		return "\x01" + r.Name + "\x03"
 	})
 	if err != nil {
-		w.text(" <<'CAIRN_EOF'\n" + strings.TrimRight(b.Content, "\n") + "\nCAIRN_EOF\n")
+		raw()
 		return
 	}
 	js := strings.TrimRight(string(tmpl), "\n")
 	d := delim(marker.ReplaceAllString(js, ""))
-	w.text(" <<'" + d + "'\n")
+	w.text("IFS= read -r -d '' CAIRN_M <<'" + d + "' || true\n")
 	at := 0
 	for _, m := range marker.FindAllStringSubmatchIndex(js, -1) {
 		w.text(js[at:m[0]])
@@ -540,6 +554,16 @@ func (w *builder) manifest() {
 	w.text(js[at:] + "\n" + d + "\n")
 }
 
-func shortDuration(secs float64) string {
-	return fmt.Sprintf("%ds", int(secs))
-}
+// applyRetry and waitRetry end the loops that wait as the kube runner does.
+const (
+	applyRetry = `  case $CAIRN_OUT in *'ensure CRDs are installed first'* | *'no matches for kind'*) if ((++n < 30)); then sleep 1; continue; fi ;; esac
+  printf '%s\n' "$CAIRN_OUT" >&2; exit 1
+done
+printf '%s\n' "$CAIRN_OUT"
+`
+	waitRetry = `  if ((SECONDS < end)) && [[ $CAIRN_OUT == *NotFound* || $CAIRN_OUT == *'no matching resources'* ]]; then sleep 1; continue; fi
+  printf '%s\n' "$CAIRN_OUT" >&2; exit 1
+done
+printf '%s\n' "$CAIRN_OUT"
+`
+)

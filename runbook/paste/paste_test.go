@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -361,5 +362,43 @@ func TestUnknownValueNamed(t *testing.T) {
 	sec := paste.Build(rb2, rb2.BlockByID("b")).Fill(map[string]string{"PW": "hunter2-secret"})
 	if strings.Contains(sec, "hunter2") || !strings.Contains(sec, "PW is secret") {
 		t.Errorf("secret copy:\n%s", sec)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestPasteGolden: every bundled block's copy with its runbook's default
+// values, as a reader gets it (testdata/SLUG.golden; -update rewrites).
+func TestPasteGolden(t *testing.T) {
+	set, err := runbook.LoadDir("../../content")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rb := range set.Runbooks {
+		vals := map[string]string{}
+		for _, p := range rb.Params {
+			if p.Default != "" {
+				vals[p.Name] = p.Default
+			}
+		}
+		var b strings.Builder
+		for _, blk := range rb.Blocks {
+			if tm := paste.Build(rb, blk); tm != nil {
+				b.WriteString(tm.Fill(vals) + "\n")
+			}
+		}
+		golden := filepath.Join("testdata", rb.Slug+".golden")
+		if *update {
+			if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (go test ./runbook/paste -update)", err)
+		}
+		if string(want) != b.String() {
+			t.Errorf("%s differs (go test ./runbook/paste -update to accept)", golden)
+		}
 	}
 }
