@@ -213,7 +213,7 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 		{"wait-sa", "serviceaccount/default condition met"},
 	} {
 		run(chromedp.Click(chromedp.CSS(`#block-` + tc.block + ` .cb-copy`)))
-		waitJS(`window.Cairn.lastCopied && window.Cairn.lastCopied.indexOf("\nkubectl --context cairn-sandbox") > 0 && window.Cairn.lastCopied.indexOf("`+ns+`") > 0`, 5*time.Second)
+		waitJS(`window.Cairn.lastCopied && window.Cairn.lastCopied.indexOf("kubectl --context cairn-sandbox") > 0 && window.Cairn.lastCopied.indexOf("`+ns+`") > 0`, 5*time.Second)
 		copied := text(`window.Cairn.lastCopied`)
 		text(`(window.Cairn.lastCopied = "", "")`)
 		cmd := exec.Command("bash", "-c", copied)

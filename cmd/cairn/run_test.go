@@ -198,7 +198,7 @@ func TestRunSaysWhatWillHappen(t *testing.T) {
 	// where it stands (inside double quotes escaped, elsewhere a quoted
 	// word), never as "'...'".
 	for _, want := range []string{"run kubectl delete ns 'a b; rm -rf x' with ••••",
-		`for h in $(echo "a b; rm -rf x"); do kubectl delete ns 'a b; rm -rf x'; done`, "deletes things\n  where: this machine\n  what:\n    NS='a b; rm -rf x'\n    echo \"$NS\"", "Run it? [y/N]"} {
+		`for h in $(echo "a b; rm -rf x"); do kubectl delete ns 'a b; rm -rf x'; done`, "deletes things\n  where: this machine\n  what:\n    # danger: on this machine\n    (\n    NS='a b; rm -rf x'\n", "\n    echo \"$NS\"\n", "Run it? [y/N]"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
 		}

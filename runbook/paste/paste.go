@@ -120,7 +120,7 @@ func contains(ss []string, s string) bool {
 // Build returns the command for an executable block b of rb, or nil for a
 // block with nothing to paste (manual steps, display blocks).
 func Build(rb *runbook.Runbook, b *runbook.Block) *Template {
-	if !b.Executable() || b.Target == runbook.TargetManual {
+	if !b.Executable() || b.Target == runbook.TargetManual && !runbook.IsShellLang(b.Lang) {
 		return nil
 	}
 	w := &builder{rb: rb, b: b, t: &Template{Vars: map[string]Var{}}, names: map[string]bool{}}
@@ -133,6 +133,8 @@ func Build(rb *runbook.Runbook, b *runbook.Block) *Template {
 		}
 	}
 	switch {
+	case b.Target == runbook.TargetManual:
+		w.manual()
 	case b.Target == runbook.TargetKube && b.Action != "":
 		w.kubeAction()
 	case b.Target == runbook.TargetSSH && b.Action == "copy":
@@ -212,6 +214,18 @@ func (w *builder) header(what string) {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// manual: a manual shell step as the reader would type it, after the
+// values it uses (exported, for the commands it starts).
+func (w *builder) manual() {
+	w.header("a manual step, by hand in this shell")
+	for _, n := range w.refs() {
+		w.text("export " + n + "=")
+		w.slot(n, KindShell)
+		w.text("\n")
+	}
+	w.text(strings.TrimRight(w.b.Content, "\n") + "\n")
+}
 
 const bashFlags = "bash --noprofile --norc -euo pipefail"
 

@@ -114,7 +114,7 @@ func stubs(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, n := range []string{"bash", "ssh", "sudo", "kubectl"} {
+	for _, n := range []string{"bash", "ssh", "sudo", "kubectl", "scp", "ssh-agent", "ssh-add", "helm", "kubeadm"} {
 		if err := os.Symlink(self, filepath.Join(dir, n)); err != nil {
 			t.Fatal(err)
 		}
