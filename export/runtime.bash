@@ -875,7 +875,7 @@ cairn_kube_apply() {
 	while :; do
 		out=$(printf '%s\n' "$1" | cairn_kctl apply --server-side --field-manager=cairn --force-conflicts -f - 2>&1)
 		rc=$?
-		if ((rc != 0 && n < 30)) && [[ $out == *'ensure CRDs are installed first'* || $out == *'no matches for kind'* ]]; then
+		if ((rc != 0 && n < 30)) && [[ $out == *'ensure CRDs are installed first'* || $out == *'no matches for kind'* || $out == *'the server could not find the requested resource'* ]]; then
 			n=$((n + 1))
 			sleep 1
 			continue

@@ -36,6 +36,10 @@ type nodeRenderer struct {
 	inStep  bool
 	results map[string]BlockResult
 	ids     map[string]bool // element ids taken on the page, for heading ids
+	// copies are the blocks' paste templates (runbook/paste), written once
+	// at the end of the page as JSON for Copy (not as attributes: HTML
+	// escaping of every quote made the largest page a third bigger).
+	copies map[string]*paste.Template
 }
 
 // BlockResult is a block's last verified run, baked into the page. The
@@ -102,6 +106,17 @@ func (r *nodeRenderer) document(w util.BufWriter, _ []byte, _ gast.Node, enterin
 	if !entering && r.inStep {
 		w.WriteString("</section>\n")
 		r.inStep = false
+	}
+	if !entering && len(r.copies) > 0 {
+		// json.Marshal writes <, > and & as \u003c, \u003e, \u0026:
+		// nothing in it can end the script or read as markup.
+		js, err := json.Marshal(r.copies)
+		if err != nil {
+			return gast.WalkStop, err
+		}
+		w.WriteString(`<script type="application/json" id="cairn-copy">`)
+		w.Write(js)
+		w.WriteString("</script>\n")
 	}
 	return gast.WalkContinue, nil
 }
@@ -276,7 +291,11 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 		fmt.Fprintf(w, ` data-namespace="%s"`, html.EscapeString(b.Namespace))
 	}
 	if c := paste.Build(r.rb, b); c != nil {
-		fmt.Fprintf(w, ` data-copy="%s"`, html.EscapeString(c.JSON()))
+		if r.copies == nil {
+			r.copies = map[string]*paste.Template{}
+		}
+		r.copies[b.ID] = c
+		w.WriteString(` data-copy`)
 	}
 	if b.Confirm {
 		msg := b.ConfirmMsg

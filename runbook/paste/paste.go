@@ -570,7 +570,7 @@ func (w *builder) manifest() {
 
 // applyRetry and waitRetry end the loops that wait as the kube runner does.
 const (
-	applyRetry = `  case $CAIRN_OUT in *'ensure CRDs are installed first'* | *'no matches for kind'*) if ((++n < 30)); then sleep 1; continue; fi ;; esac
+	applyRetry = `  case $CAIRN_OUT in *'ensure CRDs are installed first'* | *'no matches for kind'* | *'the server could not find the requested resource'*) if ((++n < 30)); then sleep 1; continue; fi ;; esac
   printf '%s\n' "$CAIRN_OUT" >&2; exit 1
 done
 printf '%s\n' "$CAIRN_OUT"

@@ -12,7 +12,7 @@
      Cairn.commandText(id)       the displayed (substituted) text of block id
      Cairn.lastCopied            the text of the last copy
      Cairn.setCaptures(map)      captured values (from the executor) for copied commands
-     Cairn.fillCommand(tmpl)     a block's paste command (data-copy, runbook/paste) with values filled in
+     Cairn.fillCommand(id)       a block's paste command (runbook/paste, from #cairn-copy) with values filled in
      Cairn.evalCondition(cond, values), Cairn.progress(), Cairn.search(q), Cairn.copy(text), Cairn.setTheme(t)
    The executor's base URL, when a local executor serves the page, is <html data-executor>. */
 (function () {
@@ -742,8 +742,8 @@
       if (!btn) return;
       var block = btn.closest(".cb");
       if (!block) return;
-      var tmpl = block.getAttribute("data-copy");
-      var text = tmpl ? fillCommand(tmpl) : commandText(block);
+      var tmpl = copyTemplate(block);
+      var text = tmpl ? fillTemplate(tmpl, copyValues()) : commandText(block);
       copyText(text).then(function (ok) {
         feedback(btn, ok !== false);
       });
@@ -827,10 +827,23 @@
     return out;
   }
   Cairn.fillTemplate = fillTemplate;
-  function fillCommand(tmpl) {
-    var t;
-    try { t = JSON.parse(tmpl); } catch (e) { return ""; }
-    return fillTemplate(t, Object.assign({}, CAPS, Cairn.values()));
+  // copyTemplate is a block's paste template, from the page's one JSON of
+  // them (#cairn-copy; blocks that have one carry data-copy).
+  var COPIES = null;
+  function copyTemplate(block) {
+    if (!block.hasAttribute("data-copy")) return null;
+    if (!COPIES) {
+      var s = doc.getElementById("cairn-copy");
+      try { COPIES = s ? JSON.parse(s.textContent) : {}; } catch (e) { COPIES = {}; }
+    }
+    return COPIES[block.getAttribute("data-block")] || null;
+  }
+  function copyValues() { return Object.assign({}, CAPS, Cairn.values()); }
+  // fillCommand(id): block id's command as Copy gives it now.
+  function fillCommand(id) {
+    var b = doc.querySelector('.cb[data-block="' + cssEsc(id) + '"]');
+    var t = b && copyTemplate(b);
+    return t ? fillTemplate(t, copyValues()) : "";
   }
   Cairn.fillCommand = fillCommand;
   function feedback(btn, ok) {
@@ -907,9 +920,9 @@
         where.forEach(function (kv) { dl.appendChild(el("dt", null, kv[0])); dl.appendChild(el("dd", null, kv[1])); });
         dlg.appendChild(dl);
       }
-      var tmpl = block.getAttribute("data-copy");
+      var tmpl = copyTemplate(block);
       var pre = el("pre", "confirm-command");
-      pre.appendChild(el("code", null, tmpl ? fillCommand(tmpl) : commandText(block)));
+      pre.appendChild(el("code", null, tmpl ? fillTemplate(tmpl, copyValues()) : commandText(block)));
       dlg.appendChild(el("p", "confirm-label", t("confirm_command", "Command")));
       dlg.appendChild(pre);
       var row = el("div", "confirm-actions");
