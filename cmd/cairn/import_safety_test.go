@@ -57,3 +57,29 @@ func TestImportedBlocksAskFirst(t *testing.T) {
 		t.Errorf("answered yes: %v %v\n%s", err, serr, out)
 	}
 }
+
+// TestImportWriteKeepsLinks (review, Low): import --write replaced a
+// symlinked file with a regular one; it writes through the link, as
+// write-back does.
+func TestImportWriteKeepsLinks(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.md")
+	link := filepath.Join(dir, "link.md")
+	if err := os.WriteFile(real, []byte("# Notes\n\n## Run it\n\n```sh\necho hi\n```\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real.md", link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run(t, "import", "--target", "local", "--write", link); code != exitOK {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link is no longer a link: %v", err)
+	}
+	b, _ := os.ReadFile(real)
+	fi, _ := os.Stat(real)
+	if !strings.Contains(string(b), "target=local") || fi.Mode().Perm() != 0o640 {
+		t.Errorf("the target was not rewritten in place (mode %v):\n%s", fi.Mode().Perm(), b)
+	}
+}
