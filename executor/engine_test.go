@@ -40,7 +40,14 @@ func (s *sink) Event(e executor.Event)    { s.mu.Lock(); s.events = append(s.eve
 
 func setup(t *testing.T) (*executor.Engine, *runbook.Runbook, *executor.Journal) {
 	t.Helper()
-	rb, err := runbook.Parse("t.md", []byte(testRunbook))
+	return setupWith(t, testRunbook)
+}
+
+// setupWith is an engine with a local runner and a journal, and the
+// runbook src.
+func setupWith(t *testing.T, src string) (*executor.Engine, *runbook.Runbook, *executor.Journal) {
+	t.Helper()
+	rb, err := runbook.Parse("t.md", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,16 +193,7 @@ func TestSimilar(t *testing.T) {
 func TestMultiLineSecretMaskedLineByLine(t *testing.T) {
 	src := "---\ntitle: m\nparams:\n  - name: KEY\n    secret: true\n---\n\n## S {#s}\n\n" +
 		"```bash {#print target=local}\nprintf '%s\\n' \"$KEY\" | while IFS= read -r l; do echo \"> $l\"; sleep 0.05; done\necho whole: \"$KEY\"\n```\n"
-	rb, err := runbook.Parse("m.md", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := executor.OpenJournal(filepath.Join(t.TempDir(), "journal.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	e := &executor.Engine{Runners: map[string]executor.Runner{executor.RunnerLocal: &local.Runner{ExtraEnv: []string{"CAIRN_TMP=" + t.TempDir()}}}, Journal: j}
+	e, rb, j := setupWith(t, src)
 	lines := []string{"-----BEGIN KEY-----", "MIIEvQIBADANBgkqhkiG9w0", "AQEFAASCBKcwggSjAgEAAoIB", "-----END KEY-----"}
 	key := strings.Join(lines, "\n")
 	rec, out, err := run(t, e, rb, "print", map[string]string{"KEY": key}, false)

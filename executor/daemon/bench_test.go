@@ -27,7 +27,13 @@ const benchMD = "---\ntitle: bench\nslug: bench\n---\n## s {#s}\n\n" +
 	"```bash {#flood target=local timeout=10m}\nyes 'cairn streams output to the page, line after line.' | head -c 104857600\n```\n"
 
 func benchServer(b *testing.B) (*httptest.Server, *runbook.Runbook, func()) {
-	rb, err := runbook.Parse("bench.md", []byte(benchMD))
+	srv, rb, stop, _ := benchDaemonFor(b, benchMD)
+	return srv, rb, stop
+}
+
+// benchDaemonFor serves the runbook md with a local runner and a journal.
+func benchDaemonFor(b *testing.B, md string) (*httptest.Server, *runbook.Runbook, func(), *daemon.Server) {
+	rb, err := runbook.Parse("bench.md", []byte(md))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -39,7 +45,7 @@ func benchServer(b *testing.B) (*httptest.Server, *runbook.Runbook, func()) {
 	eng := &executor.Engine{Runners: map[string]executor.Runner{executor.RunnerLocal: &local.Runner{}}, Journal: j}
 	d := &daemon.Server{Engine: eng, Content: content{rb}, Token: token}
 	srv := httptest.NewServer(d.Handler())
-	return srv, rb, func() { srv.Close(); d.Close(); j.Close() }
+	return srv, rb, func() { srv.Close(); d.Close(); j.Close() }, d
 }
 
 func startRun(b *testing.B, srv *httptest.Server, rb *runbook.Runbook, block string) string {
@@ -168,19 +174,8 @@ const retainMD = "---\ntitle: retain\nslug: retain\n---\n## s {#s}\n\n" +
 // a GC, against the bytes its limit counts for them. held-MB must stay
 // under the limit (64 MiB) plus a fixed overhead.
 func BenchmarkRetainedRuns(b *testing.B) {
-	rb, err := runbook.Parse("retain.md", []byte(retainMD))
-	if err != nil {
-		b.Fatal(err)
-	}
 	for i := 0; i < b.N; i++ {
-		dir := b.TempDir()
-		j, err := executor.OpenJournal(filepath.Join(dir, "journal.jsonl"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		eng := &executor.Engine{Runners: map[string]executor.Runner{executor.RunnerLocal: &local.Runner{}}, Journal: j}
-		d := &daemon.Server{Engine: eng, Content: content{rb}, Token: token}
-		srv := httptest.NewServer(d.Handler())
+		srv, rb, stop, d := benchDaemonFor(b, retainMD)
 		var before runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -197,9 +192,7 @@ func BenchmarkRetainedRuns(b *testing.B) {
 		b.ReportMetric(held/(float64(d.HeldBytes())/(1<<20)), "held/counted")
 		debug.FreeOSMemory()
 		b.ReportMetric(rssMB(), "rss-MB")
-		srv.Close()
-		d.Close()
-		j.Close()
+		stop()
 	}
 }
 
