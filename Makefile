@@ -69,5 +69,5 @@ sandbox: sandbox-bins
 ## sandbox-nodes: bare kubeadm-ready nodes instead (containerd, the kubelet service, node images): walk content/kubeadm-ha.md on them
 sandbox-nodes: sandbox-bins
 	$(GO) run ./cmd/cairn sandbox up --nodes
-sandbox-down:
-	$(GO) run ./cmd/cairn sandbox down
+sandbox-down: build
+	./$(BIN) sandbox down

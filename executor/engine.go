@@ -122,6 +122,53 @@ func (e *Engine) SetCaptures(rb *runbook.Runbook, vals map[string]string) {
 	}
 }
 
+// unknownParam says that name is no parameter of rb: the closest one when a
+// typo is likely, and the list.
+func unknownParam(rb *runbook.Runbook, name string) string {
+	var all []string
+	// A typo is a letter or two off: one in a short name, two in a long one.
+	limit := 1
+	if len(name) >= 8 {
+		limit = 2
+	}
+	best, bestD := "", limit+1
+	for _, p := range rb.Params {
+		all = append(all, p.Name)
+		if d := editDistance(strings.ToUpper(name), p.Name); d < bestD {
+			best, bestD = p.Name, d
+		}
+	}
+	msg := "unknown parameter " + name
+	if best != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", best)
+	}
+	if len(all) == 0 {
+		return msg + "; the runbook has no parameters"
+	}
+	return msg + "; parameters: " + strings.Join(all, ", ")
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
 // ResolveParams merges defaults with given values and validates them all.
 // Every problem is reported at once.
 func ResolveParams(rb *runbook.Runbook, given map[string]string) (map[string]string, error) {
@@ -134,7 +181,7 @@ func ResolveParams(rb *runbook.Runbook, given map[string]string) (map[string]str
 	sort.Strings(names)
 	for _, k := range names {
 		if rb.ParamByName(k) == nil {
-			problems = append(problems, fmt.Sprintf("unknown parameter %s", k))
+			problems = append(problems, unknownParam(rb, k))
 		}
 	}
 	var missing []string

@@ -6,13 +6,18 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 )
 
 // newFlagSet returns a FlagSet whose --help prints usage, flags and examples.
 func newFlagSet(m *Main, name, usage, examples string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
+	// flag calls Usage on every parse error too; a mistyped value should
+	// get one line and a pointer to --help, not the whole page
+	// (parseFlags prints it for --help only).
+	fs.Usage = func() {}
+	usages.Store(fs, func() {
 		w := m.Stdout
 		fmt.Fprintf(w, "Usage:\n  cairn %s\n\nFlags:\n", usage)
 		fs.SetOutput(w)
@@ -21,16 +26,22 @@ func newFlagSet(m *Main, name, usage, examples string) *flag.FlagSet {
 		if examples != "" {
 			fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(examples, "\n"))
 		}
-	}
+	})
 	return fs
 }
+
+// usages holds each flag set's --help printer.
+var usages sync.Map
 
 // parseFlags parses args; --help prints usage and returns errHelp, which
 // callers turn into a clean exit.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		return errHelp // flag.Parse has printed the usage
+		if u, ok := usages.Load(fs); ok {
+			u.(func())()
+		}
+		return errHelp
 	}
 	if err != nil {
 		return &usageError{cmd: fs.Name(), msg: err.Error()}

@@ -68,7 +68,8 @@ func TestRunCommand(t *testing.T) {
 	}{
 		{[]string{"--step", "nope"}, exitUsage, `no step "nope" (steps: one, two, three)`},
 		{[]string{"--param", "MODE=c"}, exitFailure, "parameter MODE: must be one of a, b"},
-		{[]string{"--param", "NOPE=1"}, exitFailure, "unknown parameter NOPE"},
+		{[]string{"--param", "NOPE=1"}, exitFailure, "unknown parameter NOPE; parameters: WHO, MODE"},
+		{[]string{"--param", "WH0=1"}, exitFailure, "unknown parameter WH0 (did you mean WHO?); parameters: WHO, MODE"},
 		{[]string{"--param", "WHO"}, exitUsage, "use NAME=VALUE"},
 		{[]string{"--step", "one", "--from", "two"}, exitUsage, "only one of"},
 		{[]string{"--block", "use"}, exitOK, "got hello world"},
