@@ -261,13 +261,13 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 	}
 	if a, ok := e.Runners[key].(Availability); ok {
 		if err := a.Available(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNoRunner, err)
+			return nil, TargetOff(err)
 		}
 	}
 	where := ""
 	if b.Target == runbook.TargetKube {
 		if e.KubeWhere == nil {
-			return nil, fmt.Errorf("%w: no kube context configured", ErrContextRefused)
+			return nil, TargetOff(errors.New("no kube context configured"))
 		}
 		if where, err = e.KubeWhere(rb); err != nil {
 			return nil, err

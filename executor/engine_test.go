@@ -213,3 +213,19 @@ func TestMultiLineSecretMaskedLineByLine(t *testing.T) {
 		t.Errorf("live output %q, want masked lines", out)
 	}
 }
+
+// TestNoClusterIsNotARefusedContext (review): with no cluster, kube blocks
+// said "kube context not allowed by the runbook: kube blocks are off: no
+// cluster ...". Nothing is "not allowed": the target is off, and says why.
+func TestNoClusterIsNotARefusedContext(t *testing.T) {
+	src := "---\ntitle: k\n---\n\n## S {#s}\n\n```bash {#k target=kube}\nkubectl get ns\n```\n"
+	e, rb, _ := setupWith(t, src)
+	e.Runners[executor.RunnerKubeShell] = e.Runners[executor.RunnerLocal]
+	e.KubeWhere = func(*runbook.Runbook) (string, error) {
+		return "", executor.TargetOff(errors.New("kube blocks are off: no cluster: no --kubeconfig"))
+	}
+	_, err := e.Prepare(executor.Request{Runbook: rb, BlockID: "k", Hash: rb.BlockByID("k").Hash})
+	if !errors.Is(err, executor.ErrNoRunner) || errors.Is(err, executor.ErrContextRefused) || err.Error() != "kube blocks are off: no cluster: no --kubeconfig" {
+		t.Errorf("no cluster: %v", err)
+	}
+}

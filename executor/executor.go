@@ -95,6 +95,17 @@ var (
 	ErrPermanent = errors.New("retrying cannot fix this")
 )
 
+// TargetOff says why a block's target is off (no cluster configured, the
+// sandbox gone): its message is the reason alone, and errors.Is(err,
+// ErrNoRunner) holds, so the API answers target_off. A context the runbook
+// does not allow is ErrContextRefused instead: another fact, another fix.
+func TargetOff(reason error) error { return targetOff{reason} }
+
+type targetOff struct{ err error }
+
+func (t targetOff) Error() string   { return t.err.Error() }
+func (t targetOff) Unwrap() []error { return []error{t.err, ErrNoRunner} }
+
 // BaseEnv is the environment a local command starts from: enough to find
 // programs and a home, nothing of the daemon's own secrets.
 func BaseEnv(lookup func(string) (string, bool)) []string {

@@ -250,7 +250,8 @@ func (t *targets) offErr(what string, cause error) error {
 func (t *targets) kubeWhere(rb *runbook.Runbook) (string, error) {
 	set := t.get()
 	if set.kube == nil {
-		return "", fmt.Errorf("%w: %v", executor.ErrContextRefused, t.offErr("kube", set.kubeErr))
+		// Not "not allowed by the runbook": there is no cluster to allow.
+		return "", executor.TargetOff(t.offErr("kube", set.kubeErr))
 	}
 	return set.kube.Where(rb)
 }
