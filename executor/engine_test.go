@@ -229,3 +229,17 @@ func TestNoClusterIsNotARefusedContext(t *testing.T) {
 		t.Errorf("no cluster: %v", err)
 	}
 }
+
+// TestReadFailureSaysWhy (review): a block using read failed with
+// "expected exit status 0, got 1" and nothing else.
+func TestReadFailureSaysWhy(t *testing.T) {
+	src := "---\ntitle: r\n---\n\n## S {#s}\n\n```bash {#ask target=local}\nread -r answer\necho \"got $answer\"\n```\n"
+	e, rb, _ := setupWith(t, src)
+	rec, _, err := run(t, e, rb, "ask", nil, false)
+	if err != nil || rec.Status != executor.StatusFailed || !strings.Contains(strings.Join(rec.Reasons, ";"), "runs read, which waits for input, and blocks have no standard input") {
+		t.Errorf("%v %+v", err, rec)
+	}
+	if len(rb.Warnings) == 0 || !strings.Contains(rb.Warnings[0].Msg, "`read` waits for input") {
+		t.Errorf("cairn check does not warn: %v", rb.Warnings)
+	}
+}

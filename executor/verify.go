@@ -51,7 +51,11 @@ func Verify(b *runbook.Block, hosts []HostResult, outputs map[string]string, oc 
 			continue
 		}
 		if !e.AnyExit && h.Exit != e.Exit {
-			fail("%sexpected exit status %d, got %d", where, e.Exit, h.Exit)
+			hint := ""
+			if cmd := runbook.ReadsStdin(b); cmd != "" {
+				hint = fmt.Sprintf(" (the block runs %s, which waits for input, and blocks have no standard input)", cmd)
+			}
+			fail("%sexpected exit status %d, got %d%s", where, e.Exit, h.Exit, hint)
 		}
 		out := outputs[h.Host]
 		for _, s := range e.Contains {

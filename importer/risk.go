@@ -3,6 +3,8 @@ package importer
 import (
 	"regexp"
 	"strings"
+
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 // Imported blocks are safe by default: a README's shell blocks were written
@@ -64,11 +66,7 @@ var valueFlags = map[string]bool{
 // changingCommand names the first command of a shell body that changes
 // things ("kubectl delete", "rm"), or "".
 func changingCommand(body string) string {
-	for _, cmd := range simpleCommands(body) {
-		w := commandWords(cmd)
-		if len(w) == 0 {
-			continue
-		}
+	for _, w := range runbook.ShellCommands(body) {
 		name := w[0]
 		if i := strings.LastIndexByte(name, '/'); i >= 0 {
 			name = name[i+1:]
@@ -142,74 +140,6 @@ func firstVerb(args []string) string {
 		return a
 	}
 	return ""
-}
-
-// simpleCommands splits a shell body into simple commands: at newlines
-// (joining continued lines), ;, &, |, (, ), `, and $( — roughly, which is
-// enough to find the command words; comments are dropped.
-func simpleCommands(body string) []string {
-	body = strings.ReplaceAll(body, "\\\n", " ")
-	var out []string
-	for _, line := range strings.Split(body, "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		if i := strings.Index(line, " #"); i >= 0 {
-			line = line[:i]
-		}
-		line = strings.TrimPrefix(line, "$ ") // a prompt
-		// Quoted text is one argument, never a command (echo "a; rm -rf
-		// /"), unless it substitutes one ("$(kubectl delete ...)").
-		line = quotedRe.ReplaceAllStringFunc(line, func(q string) string {
-			if strings.Contains(q, "$(") || strings.Contains(q, "`") {
-				return q
-			}
-			return " Q "
-		})
-		f := strings.FieldsFunc(line, func(r rune) bool {
-			return r == ';' || r == '&' || r == '|' || r == '(' || r == ')' || r == '`' || r == '{' || r == '}'
-		})
-		out = append(out, f...)
-	}
-	return out
-}
-
-var quotedRe = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'[^']*'`)
-
-// commandWords are the words of one simple command with what runs it
-// stripped: sudo and its flags, env and assignments, time, nohup, xargs,
-// watch, exec, then, do, if, while, !.
-func commandWords(cmd string) []string {
-	cmd = strings.ReplaceAll(cmd, ">", " > ")
-	cmd = strings.ReplaceAll(cmd, " >  > ", " >> ")
-	w := strings.Fields(strings.ReplaceAll(cmd, "$", ""))
-	for len(w) > 0 {
-		switch first := w[0]; {
-		case first == "sudo" || first == "doas":
-			w = w[1:]
-			for len(w) > 0 && strings.HasPrefix(w[0], "-") {
-				if w[0] == "-u" || w[0] == "-g" {
-					w = w[1:]
-				}
-				if len(w) > 0 {
-					w = w[1:]
-				}
-			}
-		case first == "env" || first == "time" || first == "nohup" || first == "exec" || first == "xargs" ||
-			first == "watch" || first == "then" || first == "do" || first == "if" || first == "while" ||
-			first == "until" || first == "else" || first == "!" || first == "command" || first == "nice":
-			w = w[1:]
-			for len(w) > 0 && strings.HasPrefix(w[0], "-") {
-				w = w[1:]
-			}
-		case strings.Contains(first, "=") && !strings.HasPrefix(first, "="):
-			w = w[1:]
-		default:
-			return w
-		}
-	}
-	return w
 }
 
 // blockContext is what surrounds the block starting at offset: the nearest

@@ -601,6 +601,7 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 		p.checkTarget(b, seen, pos)
 		p.checkRefs(b)
 		p.checkEmptyGreen(b)
+		p.checkStdin(b)
 		for _, c := range b.Captures {
 			if _, ok := p.captures[c.Name]; !ok {
 				p.captures[c.Name] = b
@@ -1011,6 +1012,15 @@ func (p *parseState) checkEmptyGreen(b *Block) {
 		line := b.BodyPos.Line + strings.Count(b.Content[:m[0]], "\n")
 		p.errf(Pos{Line: line, Col: 1}, "block %q: `for … in $(…)` hides a failing command (bash -e does not see inside the list) and the block expects no output, so it would verify having done nothing; assign the list first (list=$(…)), check it is not empty, or add expect.contains", b.ID)
 		return
+	}
+}
+
+// checkStdin warns about a command that waits for input: blocks run with
+// no standard input, so it reads nothing and the block fails with no
+// output that says why.
+func (p *parseState) checkStdin(b *Block) {
+	if cmd := ReadsStdin(b); cmd != "" {
+		p.warnf(b.BodyPos, "block %q: `%s` waits for input, but blocks run with no standard input (it gets none and the block fails); give the value as a parameter, or make the step target=manual", b.ID, cmd)
 	}
 }
 

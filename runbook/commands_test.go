@@ -1,0 +1,24 @@
+package runbook
+
+import "testing"
+
+func TestReadsStdin(t *testing.T) {
+	for body, want := range map[string]string{
+		"read -r answer\necho $answer":               "read",
+		"read -p 'go on? ' x":                        "read",
+		"IFS=, read -r a b <<<\"$X\"":                "",
+		"read -r x < /etc/hostname":                  "",
+		"while read -r l; do echo $l; done < <(ls)":  "",
+		"ls | while read -r l; do echo $l; done":     "",
+		"echo 'read me'":                             "",
+		"sudo vi /etc/kubernetes/manifests/kcm.yaml": "vi",
+		"kubectl edit deploy/x":                      "kubectl edit",
+		"kubectl get pods # then read the output":    "",
+		"KUBE_EDITOR=nano kubectl -n x get cm":       "",
+		"echo hi && less /var/log/syslog":            "less",
+	} {
+		if got := readsStdin(body); got != want {
+			t.Errorf("%q: %q, want %q", body, got, want)
+		}
+	}
+}
