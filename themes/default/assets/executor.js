@@ -83,7 +83,8 @@
     if (rec.target === "kube" && rec.where) parts.push(rec.where.replace(/ \(.*$/, ""));
     else if (hosts.length) parts.push(hosts.join(" "));
     else parts.push(T("where_local", "local"));
-    if (rec.hosts && rec.hosts.length === 1) parts.push("exit " + rec.hosts[0].exit);
+    // A cancelled run has no exit status of its own (the process was killed).
+    if (rec.hosts && rec.hosts.length === 1 && rec.status !== "cancelled") parts.push("exit " + rec.hosts[0].exit);
     if (rec.duration != null) parts.push(rec.duration.toFixed(1) + "s");
     return parts;
   }
