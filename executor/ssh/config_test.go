@@ -267,3 +267,4 @@ func FuzzSplitHostValue(f *testing.F) {
 		}
 	})
 }
+
