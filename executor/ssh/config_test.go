@@ -267,4 +267,3 @@ func FuzzSplitHostValue(f *testing.F) {
 		}
 	})
 }
-
