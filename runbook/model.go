@@ -6,6 +6,7 @@ package runbook
 
 import (
 	"regexp"
+	"strings"
 	"time"
 
 	gast "github.com/yuin/goldmark/ast"
@@ -288,6 +289,31 @@ type Block struct {
 
 	// Refs are the parameter and capture names the block uses, sorted.
 	Refs []string
+}
+
+// Badge is the short target label shown on a block: ssh:control-plane, kube:apply.
+func (b *Block) Badge(rb *Runbook) string {
+	switch b.Target {
+	case TargetSSH:
+		label := b.Hosts
+		if p := rb.ParamByName(b.Hosts); p != nil {
+			if p.Group != "" {
+				label = p.Group
+			} else {
+				label = strings.ToLower(strings.ReplaceAll(p.Name, "_", "-"))
+			}
+		}
+		if b.Action == "copy" {
+			return "ssh:" + label + " (copy)"
+		}
+		return "ssh:" + label
+	case TargetKube:
+		if b.Action != "" {
+			return "kube:" + b.Action
+		}
+		return "kube"
+	}
+	return string(b.Target)
 }
 
 // Executable reports whether the block has a target.

@@ -254,31 +254,6 @@ func (r *nodeRenderer) codeBlock(w util.BufWriter, src []byte, node gast.Node, e
 	return gast.WalkSkipChildren, nil
 }
 
-// Badge is the short target label shown on a block: ssh:control-plane, kube:apply.
-func Badge(rb *runbook.Runbook, b *runbook.Block) string {
-	switch b.Target {
-	case runbook.TargetSSH:
-		label := b.Hosts
-		if p := rb.ParamByName(b.Hosts); p != nil {
-			if p.Group != "" {
-				label = p.Group
-			} else {
-				label = strings.ToLower(strings.ReplaceAll(p.Name, "_", "-"))
-			}
-		}
-		if b.Action == "copy" {
-			return "ssh:" + label + " (copy)"
-		}
-		return "ssh:" + label
-	case runbook.TargetKube:
-		if b.Action != "" {
-			return "kube:" + b.Action
-		}
-		return "kube"
-	}
-	return string(b.Target)
-}
-
 func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 	id := html.EscapeString(b.ID)
 	fmt.Fprintf(w, `<div class="cb cb-exec" id="block-%s" data-block="%s" data-hash="%s" data-target="%s"`,
@@ -306,7 +281,7 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 	}
 	w.WriteString(">\n<div class=\"cb-head\">")
 	fmt.Fprintf(w, `<span class="badge badge-%s" title="%s">%s</span>`, html.EscapeString(string(b.Target)),
-		html.EscapeString(r.t["target_"+string(b.Target)]), html.EscapeString(Badge(r.rb, b)))
+		html.EscapeString(r.t["target_"+string(b.Target)]), html.EscapeString(b.Badge(r.rb)))
 	if b.Target == runbook.TargetSSH && b.Hosts != "" {
 		// Where it runs, with the form's value once there is one.
 		fmt.Fprintf(w, `<span class="cb-hosts" title="%s">→ %s</span>`, html.EscapeString(r.t["runs_on"]), r.withRefs("$"+b.Hosts))

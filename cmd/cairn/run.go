@@ -15,7 +15,6 @@ import (
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/runbook/paste"
-	"github.com/cairn-dev/cairn/site"
 )
 
 const runExamples = `  # Run every step of a runbook against the sandbox
@@ -117,7 +116,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			fmt.Fprintf(m.Stdout, "\n== %d. %s (%s)\n", b.Step.Number, b.Step.Title, b.Step.ID)
 			lastStep = b.Step
 		}
-		fmt.Fprintf(m.Stdout, "[%d/%d] %s  %s\n", i+1, total, b.ID, site.Badge(rb, b))
+		fmt.Fprintf(m.Stdout, "[%d/%d] %s  %s\n", i+1, total, b.ID, b.Badge(rb))
 		if failed != nil && !b.Always {
 			fmt.Fprintf(m.Stdout, "  not run: block %q failed (only always=true blocks run after a failure)\n", failed.ID)
 			continue
