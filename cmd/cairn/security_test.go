@@ -348,6 +348,7 @@ func TestSecurityHostileRequests(t *testing.T) {
 		{"GET", "/api/health"}, {"GET", "/api/runbooks"}, {"GET", "/api/runbooks/hostile/results"},
 		{"GET", "/api/runbooks/hostile/target"}, {"POST", "/api/runs"}, {"GET", "/api/runs"},
 		{"GET", "/api/runs/0123456789abcdef"}, {"GET", "/api/runs/0123456789abcdef/events"}, {"POST", "/api/runs/0123456789abcdef/cancel"},
+		{"POST", "/api/sandbox/accept"},
 	} {
 		cases = append(cases,
 			tc{ep.method + " " + ep.path + " without token", ep.method, ep.path, good, map[string]string{"Authorization": ""}, 401, "bad_token"},
@@ -366,6 +367,14 @@ func TestSecurityHostileRequests(t *testing.T) {
 		tc{"cancel unknown run", "POST", "/api/runs/nope/cancel", "", nil, 404, "unknown_run"},
 		tc{"put", "PUT", "/api/runs", good, nil, 405, ""},
 		tc{"delete", "DELETE", "/api/runs", "", nil, 405, ""},
+		// The reader's acceptance of another sandbox: only JSON, only the
+		// offered id (none is offered here), nothing else in the body.
+		tc{"accept as a form post (CSRF)", "POST", "/api/sandbox/accept", "id=x", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, "bad_content_type"},
+		tc{"accept as text/plain (CSRF)", "POST", "/api/sandbox/accept", `{"id":"x"}`, map[string]string{"Content-Type": "text/plain"}, 415, "bad_content_type"},
+		tc{"accept an id not offered", "POST", "/api/sandbox/accept", `{"id":"2026-01-01T00:00:00Z"}`, nil, 409, "not_offered"},
+		tc{"accept with an unknown field", "POST", "/api/sandbox/accept", `{"id":"x","dir":"/tmp"}`, nil, 400, "bad_request"},
+		tc{"accept with trailing data", "POST", "/api/sandbox/accept", `{"id":"x"}{}`, nil, 400, "bad_request"},
+		tc{"accept an oversized id", "POST", "/api/sandbox/accept", `{"id":"` + strings.Repeat("x", 100) + `"}`, nil, 400, "bad_request"},
 	)
 	for _, v := range []string{"$(touch x)", "`touch x`", "; touch x", "x\ntouch x", "' ; touch x; '"} {
 		cases = append(cases, tc{"shell in host param " + strconv.Quote(v), "POST", "/api/runs", withParams(fmt.Sprintf(`{"HOST":%q}`, v)), nil, 400, "bad_param"})
