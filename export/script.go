@@ -410,25 +410,7 @@ func (g *gen) badge(b *runbook.Block) string {
 }
 
 // refs is every parameter or capture name the block reads, sorted.
-func (g *gen) refs(b *runbook.Block) []string {
-	set := map[string]bool{}
-	for _, r := range b.Refs {
-		set[r] = true
-	}
-	for _, s := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.Content} {
-		for _, r := range runbook.FindRefs(s, false) {
-			if g.names[r.Name] {
-				set[r.Name] = true
-			}
-		}
-	}
-	var out []string
-	for r := range set {
-		out = append(out, r)
-	}
-	sort.Strings(out)
-	return out
-}
+func (g *gen) refs(b *runbook.Block) []string { return b.ReadNames(g.names) }
 
 // captureRefs is "NAME:BLOCK" for every capture b reads, BLOCK the first
 // block that captures it.

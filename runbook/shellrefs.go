@@ -1,6 +1,7 @@
 package runbook
 
 import (
+	"sort"
 	"strings"
 )
 
@@ -296,6 +297,30 @@ func FindRefs(src string, bracedOnly bool) []Ref {
 		}
 		out[i] = Ref{Name: r.Name, Start: r.Off, End: end}
 	}
+	return out
+}
+
+// ReadNames is every name of names (a runbook's Names) that the block
+// reads: in its body and in the attributes the runners fill (kind, name,
+// namespace, selectors, replicas, for), sorted. The exported script and the
+// copied command pass exactly these.
+func (b *Block) ReadNames(names map[string]bool) []string {
+	set := map[string]bool{}
+	for _, r := range b.Refs {
+		set[r] = true
+	}
+	for _, s := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.Content} {
+		for _, r := range FindRefs(s, false) {
+			if names[r.Name] {
+				set[r.Name] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	sort.Strings(out)
 	return out
 }
 

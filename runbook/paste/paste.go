@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -101,20 +102,11 @@ func (w *builder) describe(name string) Var {
 				if x.Step != nil {
 					where += fmt.Sprintf(" (step %d)", x.Step.Number)
 				}
-				return Var{Secret: c.Secret || contains(x.Secrets, name), From: where}
+				return Var{Secret: c.Secret || slices.Contains(x.Secrets, name), From: where}
 			}
 		}
 	}
 	return Var{From: name}
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Build returns the command for an executable block b of rb, or nil for a
@@ -123,15 +115,7 @@ func Build(rb *runbook.Runbook, b *runbook.Block) *Template {
 	if !b.Executable() || b.Target == runbook.TargetManual && !runbook.IsShellLang(b.Lang) {
 		return nil
 	}
-	w := &builder{rb: rb, b: b, t: &Template{Vars: map[string]Var{}}, names: map[string]bool{}}
-	for _, p := range rb.Params {
-		w.names[p.Name] = true
-	}
-	for _, x := range rb.Blocks {
-		for _, c := range x.Captures {
-			w.names[c.Name] = true
-		}
-	}
+	w := &builder{rb: rb, b: b, t: &Template{Vars: map[string]Var{}}, names: rb.Names()}
 	switch {
 	case b.Target == runbook.TargetManual:
 		w.manual()
@@ -148,27 +132,9 @@ func Build(rb *runbook.Runbook, b *runbook.Block) *Template {
 	return w.t
 }
 
-// refs are the parameter and capture names the block reads, sorted.
-func (w *builder) refs() []string {
-	set := map[string]bool{}
-	for _, r := range w.b.Refs {
-		set[r] = true
-	}
-	b := w.b
-	for _, s := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.JSONPath, b.Content} {
-		for _, r := range runbook.FindRefs(s, false) {
-			if w.names[r.Name] {
-				set[r.Name] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(set))
-	for r := range set {
-		out = append(out, r)
-	}
-	sort.Strings(out)
-	return out
-}
+// refs are the parameter and capture names the block reads, sorted, as
+// the exported script has them.
+func (w *builder) refs() []string { return w.b.ReadNames(w.names) }
 
 // assign writes NAME=value lines for names: shell variables of the
 // reader's shell the command then uses.
@@ -313,7 +279,7 @@ func (w *builder) copyFiles() {
 	}
 	w.header("copies files from " + from + " to each host of " + b.Hosts)
 	refs := w.refs()
-	if b.From != "" && !contains(refs, b.From) {
+	if b.From != "" && !slices.Contains(refs, b.From) {
 		refs = append(refs, b.From)
 		sort.Strings(refs)
 	}
@@ -470,8 +436,8 @@ func (w *builder) kubeAction() {
 		ns()
 		sel()
 		if b.JSONPath != "" {
-			lit("-o")
-			arg("jsonpath=" + b.JSONPath)
+			// Taken as written, as the kube runner takes it: no values in it.
+			lit("-o " + runbook.ShellWord("jsonpath="+b.JSONPath))
 		} else {
 			lit("-o yaml")
 		}
@@ -506,7 +472,7 @@ func (w *builder) kubeAction() {
 
 // manifestOnly reports whether name appears only in b's body.
 func manifestOnly(b *runbook.Block, name string) bool {
-	for _, s := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.JSONPath} {
+	for _, s := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For} {
 		for _, r := range runbook.FindRefs(s, false) {
 			if r.Name == name {
 				return false
