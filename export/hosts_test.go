@@ -100,7 +100,7 @@ func TestHostSpellingMatchesModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := harness(t, script, "", `while IFS= read -r v; do
-		if why=$(cairn_valid_host "$v"); then cairn_canon_host "$v"; printf 'ok %s\n' "$cairn_host"; else printf 'err %s\n' "$why"; fi
+		if why=$(cairn_canon_host "$v"); then cairn_canon_host "$v"; printf 'ok %s\n' "$cairn_host"; else printf 'err %s\n' "$why"; fi
 	done <"$HOSTS"`, "HOSTS="+in)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

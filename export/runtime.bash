@@ -430,28 +430,28 @@ cairn_canon_ip() {
 	cairn_ip+=$zone
 }
 
-# cairn_canon_name NAME: cairn_name=NAME in its one spelling, or prints why
-# it is not a host name and returns 1.
+# cairn_canon_name NAME: cairn_name=NAME in its one spelling, or
+# cairn_why=why it is not a host name and return 1.
 cairn_canon_name() {
 	local n=${1,,} last
 	if [[ $n == *. ]]; then
-		printf 'write the name without the final dot (%s)' "${n%.}"
+		printf -v cairn_why 'write the name without the final dot (%s)' "${n%.}"
 		return 1
 	fi
 	if ((${#n} > 253)); then
-		printf 'a host name has at most 253 characters'
+		printf -v cairn_why 'a host name has at most 253 characters'
 		return 1
 	fi
 	if [[ ! $n =~ ^[a-z0-9][a-z0-9-]{0,62}(\.[a-z0-9][a-z0-9-]{0,62})*$ ]]; then
-		printf 'not a host name: labels are letters, digits and inner hyphens, 1 to 63 of them'
+		printf -v cairn_why 'not a host name: labels are letters, digits and inner hyphens, 1 to 63 of them'
 		return 1
 	fi
 	last=${n##*.}
 	if [[ $last =~ ^[0-9]+$ || $last =~ ^0x[0-9a-f]*$ ]]; then
 		if cairn_inet_aton "$n"; then
-			printf 'resolvers read it as the IPv4 address %s: write that' "$cairn_ip"
+			printf -v cairn_why 'resolvers read it as the IPv4 address %s: write that' "$cairn_ip"
 		else
-			printf 'a host name cannot end in a number (resolvers would read it as an IPv4 address)'
+			printf -v cairn_why 'a host name cannot end in a number (resolvers would read it as an IPv4 address)'
 		fi
 		return 1
 	fi
@@ -459,7 +459,8 @@ cairn_canon_name() {
 }
 
 # cairn_canon_host VALUE: cairn_host=VALUE ([user@]host[:port]) in its one
-# spelling, or prints why it is not a host value and returns 1.
+# spelling, or prints why it is not a host value and returns 1 (it prints
+# nothing else: `why=$(cairn_canon_host V)` validates).
 cairn_canon_host() {
 	local v=$1 h=$1 user='' port='' addr rest rc
 	cairn_host=''
@@ -524,10 +525,8 @@ cairn_canon_host() {
 		if cairn_is_ipv4 "$h"; then
 			cairn_ip=$h
 		else
-			local why
-			if ! cairn_canon_name "$h" >/dev/null; then
-				why=$(cairn_canon_name "$h")
-				printf 'not a host name or IP address: "%s": %s' "$v" "$why"
+			if ! cairn_canon_name "$h"; then
+				printf 'not a host name or IP address: "%s": %s' "$v" "$cairn_why"
 				return 1
 			fi
 			cairn_ip=$cairn_name
@@ -541,9 +540,6 @@ cairn_canon_host() {
 		cairn_host="$user$cairn_ip:$port"
 	fi
 }
-
-# cairn_valid_host VALUE: prints why VALUE is not a host value.
-cairn_valid_host() { cairn_canon_host "$1" >/dev/null || cairn_canon_host "$1"; }
 
 # cairn_canon_hosts: cairn_split with every host in its one spelling (the
 # values were validated with the parameters).
@@ -595,7 +591,7 @@ cairn_validate() {
 		fi
 		;;
 	host)
-		cairn_valid_host "$v" || return 1
+		cairn_canon_host "$v" || return 1
 		;;
 	hosts)
 		cairn_split_hosts "$v"
@@ -604,7 +600,7 @@ cairn_validate() {
 			return 1
 		fi
 		for h in "${cairn_split[@]}"; do
-			if ! why=$(cairn_valid_host "$h"); then
+			if ! why=$(cairn_canon_host "$h"); then
 				printf '"%s": %s' "$h" "$why"
 				return 1
 			fi

@@ -47,12 +47,6 @@ func (h HostValue) String() string {
 	return s
 }
 
-// IsIP reports whether the host is an IP address rather than a name.
-func (h HostValue) IsIP() bool {
-	_, err := netip.ParseAddr(h.Host)
-	return err == nil
-}
-
 // ParseHost parses [user@]host[:port]: host a DNS name, an IPv4 address, a
 // bracketed IPv6 address with an optional port, or a bare IPv6 address. The
 // result is in the one spelling described above.
@@ -155,18 +149,13 @@ func canonicalAddr(a netip.Addr) (string, error) {
 	return a.Unmap().String(), nil
 }
 
-// CanonicalHostAddr is the one spelling of a host:port address (a
-// known_hosts name, a dialled address); a host that is neither an IP
-// address nor a valid name is returned lowercased.
-func CanonicalHostAddr(host, port string) string {
-	if c, err := CanonicalIP(host); err == nil {
-		host = c
-	} else if c, err := CanonicalName(host); err == nil {
-		host = c
-	} else {
-		host = strings.ToLower(host)
+// CanonicalHostName is the one spelling of a bare host (an ssh_config
+// HostName): an IP address (CanonicalIP) or a name (CanonicalName).
+func CanonicalHostName(s string) (string, error) {
+	if c, err := CanonicalIP(s); err == nil {
+		return c, nil
 	}
-	return net.JoinHostPort(host, port)
+	return CanonicalName(s)
 }
 
 var labelRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62})$`)

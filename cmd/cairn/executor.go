@@ -68,8 +68,6 @@ func (x *execSetup) Close() {
 	}
 }
 
-// follow keeps the targets in step with the sandbox until Close; say gets
-// one line per change.
 // wire gives the API server the targets' view, the sandbox's values and
 // the reader's acceptance of another sandbox (serve and daemon alike).
 func (x *execSetup) wire(d *daemon.Server, say func(string)) {
@@ -78,6 +76,8 @@ func (x *execSetup) wire(d *daemon.Server, say func(string)) {
 	d.AcceptSandbox = func(ctx context.Context, id string) error { return x.targets.accept(ctx, id, say) }
 }
 
+// follow keeps the targets in step with the sandbox until Close; say gets
+// one line per change.
 func (x *execSetup) follow(ctx context.Context, say func(string)) {
 	x.background(ctx, func(ctx context.Context) { x.targets.follow(ctx, followInterval, say) })
 }

@@ -133,7 +133,8 @@ func sandboxUp(ctx context.Context, m *Main, args []string) error {
 	sb, err := sandbox.Up(ctx, opts)
 	if errors.Is(err, sandbox.ErrRunning) && isTerminal(m.Stdin) {
 		fmt.Fprintf(m.Stderr, "%v\nReplace it? [y/N] ", err)
-		if ans, _ := bufio.NewReader(m.Stdin).ReadString('\n'); strings.TrimSpace(strings.ToLower(ans)) == "y" || strings.TrimSpace(strings.ToLower(ans)) == "yes" {
+		ans, _ := bufio.NewReader(m.Stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(ans)); a == "y" || a == "yes" {
 			opts.Replace = true
 			sb, err = sandbox.Up(ctx, opts)
 		} else {

@@ -379,19 +379,18 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	if sameSandbox(cur, inv, k) {
 		return
 	}
-	set, berr := t.build(st, inv, k)
-	if berr != nil {
-		say("sandbox: " + berr.Error())
-		return
-	}
+	var set *targetSet
 	if view.State == "replaced" {
 		// Not the reader's own SSH configuration or kubeconfig either: the
 		// page was running against the sandbox; nothing runs until the
 		// reader says where.
-		if set.cleanup != nil {
-			set.cleanup()
-		}
 		set = &targetSet{kubeErr: errors.New("the sandbox in use was replaced"), notes: []string{view.Message}}
+	} else {
+		var berr error
+		if set, berr = t.build(st, inv, k); berr != nil {
+			say("sandbox: " + berr.Error())
+			return
+		}
 	}
 	t.mu.Lock()
 	old := t.cur

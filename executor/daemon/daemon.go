@@ -358,11 +358,21 @@ func DecodeRunRequest(body io.Reader) (*RunRequest, error) {
 	return &req, nil
 }
 
+// jsonBody refuses a request whose body is not declared JSON, answering
+// it; it also keeps "simple" cross-site form posts out: they cannot send
+// JSON.
+func jsonBody(w http.ResponseWriter, r *http.Request) bool {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		fail(w, http.StatusUnsupportedMediaType, "bad_content_type", "Content-Type must be application/json")
+		return false
+	}
+	return true
+}
+
 // acceptSandbox takes {"id": "..."}: the reader accepts the other sandbox
 // the page showed.
 func (s *Server) acceptSandbox(w http.ResponseWriter, r *http.Request) {
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		fail(w, http.StatusUnsupportedMediaType, "bad_content_type", "Content-Type must be application/json")
+	if !jsonBody(w, r) {
 		return
 	}
 	if s.AcceptSandbox == nil {
@@ -386,9 +396,7 @@ func (s *Server) acceptSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		// Also keeps "simple" cross-site form posts out: they cannot send JSON.
-		fail(w, http.StatusUnsupportedMediaType, "bad_content_type", "Content-Type must be application/json")
+	if !jsonBody(w, r) {
 		return
 	}
 	req, err := DecodeRunRequest(r.Body)

@@ -14,8 +14,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
-
-	"github.com/cairn-dev/cairn/runbook"
 )
 
 // Host key errors; a *HostKeyError wraps one of them.
@@ -160,7 +158,8 @@ func remoteAddr(remote net.Addr) string {
 	if !ok {
 		return ""
 	}
-	return runbook.CanonicalHostAddr(ip.Unmap().WithZone(ta.Zone).String(), strconv.Itoa(ta.Port))
+	// netip prints an address in its one spelling (runbook.CanonicalIP).
+	return net.JoinHostPort(ip.Unmap().WithZone(ta.Zone).String(), strconv.Itoa(ta.Port))
 }
 
 // checkKey checks key under the name dialled and, when that name is new,

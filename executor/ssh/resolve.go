@@ -116,15 +116,6 @@ func canonicalHost(user, host, port string) string {
 	return runbook.HostValue{User: user, Host: host, Port: port}.String()
 }
 
-// canonicalHostName is the one spelling of a HostName value: an IP address
-// or a host name (runbook.CanonicalIP, runbook.CanonicalName).
-func canonicalHostName(s string) (string, error) {
-	if c, err := runbook.CanonicalIP(s); err == nil {
-		return c, nil
-	}
-	return runbook.CanonicalName(s)
-}
-
 // resolve applies, for each setting, in order of precedence: the host value
 // itself (user@, :port), the config file's first matching value, the
 // Runner's field, the default. KnownHosts and TrustOnFirstUse set on the
@@ -154,7 +145,7 @@ func (res *resolver) resolve(v string) (*Host, error) {
 		}
 		// HostName too has one spelling: it is what known_hosts is
 		// consulted under.
-		if hostname, err = canonicalHostName(hostname); err != nil {
+		if hostname, err = runbook.CanonicalHostName(hostname); err != nil {
 			return fail("hostname", fmt.Errorf("HostName %q: %v", hn, err))
 		}
 	}
