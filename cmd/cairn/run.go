@@ -14,7 +14,6 @@ import (
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
-	"github.com/cairn-dev/cairn/runbook/paste"
 )
 
 const runExamples = `  # Run every step of a runbook against the sandbox
@@ -48,7 +47,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if ef.useSandbox == "start" {
 		return &usageError{cmd: "run", msg: "--sandbox=start is for cairn serve; start one with `cairn sandbox up`, then use --sandbox=yes"}
 	}
-	if n := countSet(*step, *from, *block); n > 1 {
+	if (*step != "") && (*from != "") || (*step != "" || *from != "") && *block != "" {
 		return &usageError{cmd: "run", msg: "use only one of --step, --from and --block"}
 	}
 	rb, contentDir, err := loadRunbook(positional[0], *content)
@@ -63,9 +62,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
-	plan, err := planBlocks(rb, *step, *from, *block)
+	p, err := executor.NewPlan(rb, executor.Selection{Step: *step, From: *from, Block: *block})
 	if err != nil {
-		return err
+		return &usageError{cmd: "run", msg: strings.TrimPrefix(err.Error(), executor.ErrSelection.Error()+": ")}
 	}
 	x, err := setupExecutor(ctx, &ef, contentDir)
 	if err != nil {
@@ -88,8 +87,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		slices.Sort(fromSandbox)
 		fmt.Fprintf(m.Stderr, "executor: from the sandbox: %s\n", strings.Join(fromSandbox, " "))
 	}
-	values, err := executor.ResolveParams(rb, given)
-	if err != nil {
+	if _, err := executor.ResolveParams(rb, given); err != nil {
 		return err
 	}
 	e := x.engine
@@ -103,121 +101,108 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	}
 	e.SetCaptures(rb, prev)
 
-	in := bufio.NewReader(m.Stdin)
-	total := len(plan)
-	var lastStep *runbook.Step
-	verified, skipped, wbFailed := 0, 0, 0
-	var failed *runbook.Block // the first block that failed; then only always=true blocks run
-	for i, b := range plan {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if b.Step != lastStep && b.Step != nil {
-			fmt.Fprintf(m.Stdout, "\n== %d. %s (%s)\n", b.Step.Number, b.Step.Title, b.Step.ID)
-			lastStep = b.Step
-		}
-		fmt.Fprintf(m.Stdout, "[%d/%d] %s  %s\n", i+1, total, b.ID, b.Badge(rb))
-		if failed != nil && !b.Always {
-			fmt.Fprintf(m.Stdout, "  not run: block %q failed (only always=true blocks run after a failure)\n", failed.ID)
-			continue
-		}
-		if !b.When.Eval(values) {
-			fmt.Fprintf(m.Stdout, "  skipped: %s is false\n", b.When.Src)
-			skipped++
-			continue
-		}
-		if b.Target == runbook.TargetManual {
-			fmt.Fprintf(m.Stdout, "  manual step, do this by hand:\n%s", indent(manualShown(rb, b, values), "    "))
-			if !*yes {
-				fmt.Fprint(m.Stdout, "  press Enter when done (Ctrl+C stops) ")
-				if _, err := in.ReadString('\n'); err != nil {
-					return fmt.Errorf("manual step %q: no answer on standard input; pass --yes to go on", b.ID)
-				}
+	term := &terminal{m: m, in: bufio.NewReader(m.Stdin), rb: rb}
+	opt := executor.PlanOptions{Params: given, Prompter: term, Yes: *yes}
+	if ef.writeBack || rb.Meta.WriteBack {
+		opt.WriteBack = func(rb *runbook.Runbook, rec *executor.Record) (*runbook.Runbook, error) {
+			src, err := executor.WriteBack(rb, rec)
+			outcome := "written"
+			if err != nil {
+				outcome = err.Error()
+				fmt.Fprintf(m.Stderr, "  write-back: %v\n", err)
 			}
-			continue
-		}
-		confirmed := *yes
-		if b.Confirm && !*yes {
-			msg := b.ConfirmMsg
-			if msg == "" || msg == "true" {
-				msg = "this step changes the target"
+			_ = e.Journal.SetWriteBack(rec.ID, outcome)
+			if err != nil {
+				return nil, err
 			}
-			// Say what will happen before the reader answers.
-			fmt.Fprintf(m.Stdout, "  %s\n  where: %s\n  what:\n%s", msg, whereShown(x, rb, b, values), indent(whatShown(rb, b, values), "    "))
-			fmt.Fprint(m.Stdout, "  Run it? [y/N] ")
-			ans, err := in.ReadString('\n')
-			if err != nil && ans == "" {
-				if failed != nil { // clean-up after a failure: skip it, keep the failure's hint
-					fmt.Fprintf(m.Stdout, "\n  not run: it needs confirmation and standard input gave none (pass --yes)\n")
-					continue
-				}
-				return fmt.Errorf("block %q needs confirmation and standard input gave none; pass --yes", b.ID)
-			}
-			if a := strings.ToLower(strings.TrimSpace(ans)); a != "y" && a != "yes" {
-				return fmt.Errorf("block %q not confirmed; stopped (resume with: cairn run %s --from %s)", b.ID, positional[0], stepID(b))
-			}
-			confirmed = true
-		}
-		r, err := e.Prepare(executor.Request{Runbook: rb, BlockID: b.ID, Params: given, Confirmed: confirmed})
-		if err != nil {
-			return fmt.Errorf("%s:%d: block %q: %w", rb.Path, b.Pos.Line, b.ID, err)
-		}
-		if r.Where != "" && b.Target == runbook.TargetSSH {
-			fmt.Fprintf(m.Stdout, "  on %s\n", r.Where)
-		}
-		sink := &termSink{w: m.Stdout, multi: len(r.Job.Hosts) > 1}
-		rec := r.Execute(ctx, sink)
-		sink.endLines()
-		switch rec.Status {
-		case executor.StatusVerified:
-			verified++
-			fmt.Fprintf(m.Stdout, "  ✓ verified in %.1fs\n", rec.Duration)
-			if ef.writeBack || rb.Meta.WriteBack {
-				src, err := executor.WriteBack(rb, rec)
-				outcome := "written"
-				if err != nil {
-					outcome = err.Error()
-					wbFailed++
-					fmt.Fprintf(m.Stderr, "  write-back: %v\n", err)
-				} else if nrb, err := runbook.Parse(rb.Path, src); err == nil {
-					rb = nrb
-				}
-				_ = e.Journal.SetWriteBack(rec.ID, outcome)
-			}
-		default:
-			fmt.Fprintf(m.Stdout, "  ✗ %s: %s\n", rec.Status, strings.Join(rec.Reasons, "; "))
-			if failed == nil {
-				failed = b
-			}
+			nrb, _ := runbook.Parse(rb.Path, src)
+			return nrb, nil
 		}
 	}
-	fmt.Fprintf(m.Stdout, "\n%d verified, %d skipped of %s\n", verified, skipped, count(total, "block"))
-	if failed != nil {
+	res, err := e.RunPlan(ctx, p, opt, term)
+	if errors.Is(err, executor.ErrNotConfirmed) {
+		return fmt.Errorf("%w (resume with: cairn run %s --from %s)", err, positional[0], executor.ResumeStep(term.cur))
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "\n%d verified, %d skipped of %s\n", res.Verified, res.Skipped, count(res.Total, "block"))
+	if res.Failed != nil {
 		fmt.Fprintf(m.Stderr, "stopped at %s:%d (block %q); after fixing, resume with: cairn run %s --from %s\n",
-			rb.Path, failed.Pos.Line, failed.ID, positional[0], stepID(failed))
+			rb.Path, res.Failed.Pos.Line, res.Failed.ID, positional[0], executor.ResumeStep(res.Failed))
 		return errSilent
 	}
-	if wbFailed > 0 {
-		return fmt.Errorf("%d verified outputs could not be written back to %s (see above)", wbFailed, rb.Path)
+	if res.WriteBackFailed > 0 {
+		return fmt.Errorf("%d verified outputs could not be written back to %s (see above)", res.WriteBackFailed, rb.Path)
 	}
 	return nil
 }
 
-func countSet(ss ...string) int {
-	n := 0
-	for _, s := range ss {
-		if s != "" {
-			n++
-		}
-	}
-	return n
+// terminal is cairn run's side of a plan: it asks on standard input and
+// prints each block's progress and output.
+type terminal struct {
+	m    *Main
+	in   *bufio.Reader
+	rb   *runbook.Runbook
+	step *runbook.Step
+	cur  *runbook.Block
+	out  *termSink
 }
 
-func stepID(b *runbook.Block) string {
-	if b.Step == nil {
-		return b.ID
+func (t *terminal) Next(b *runbook.Block, n, total int) {
+	t.cur = b
+	if b.Step != t.step && b.Step != nil {
+		fmt.Fprintf(t.m.Stdout, "\n== %d. %s (%s)\n", b.Step.Number, b.Step.Title, b.Step.ID)
+		t.step = b.Step
 	}
-	return b.Step.ID
+	fmt.Fprintf(t.m.Stdout, "[%d/%d] %s  %s\n", n, total, b.ID, b.Badge(t.rb))
+}
+
+func (t *terminal) Manual(ctx context.Context, p *executor.Prompt) error {
+	fmt.Fprintf(t.m.Stdout, "  manual step, do this by hand:\n%s", indent(p.What, "    "))
+	fmt.Fprint(t.m.Stdout, "  press Enter when done (Ctrl+C stops) ")
+	if _, err := t.in.ReadString('\n'); err != nil {
+		return fmt.Errorf("manual step %q: no answer on standard input; pass --yes to go on", p.Block.ID)
+	}
+	return nil
+}
+
+func (t *terminal) Confirm(ctx context.Context, p *executor.Prompt) (bool, error) {
+	// Say what will happen before the reader answers.
+	fmt.Fprintf(t.m.Stdout, "  %s\n  where: %s\n  what:\n%s", p.Message, p.Where, indent(p.What, "    "))
+	fmt.Fprint(t.m.Stdout, "  Run it? [y/N] ")
+	ans, err := t.in.ReadString('\n')
+	if err != nil && ans == "" {
+		fmt.Fprintln(t.m.Stdout)
+		return false, fmt.Errorf("block %q needs confirmation and standard input gave none; pass --yes", p.Block.ID)
+	}
+	a := strings.ToLower(strings.TrimSpace(ans))
+	return a == "y" || a == "yes", nil
+}
+
+func (t *terminal) Start(r *executor.Run) executor.Sink {
+	if r.Where != "" && r.Job.Block.Target == runbook.TargetSSH {
+		fmt.Fprintf(t.m.Stdout, "  on %s\n", r.Where)
+	}
+	t.out = &termSink{w: t.m.Stdout, multi: len(r.Job.Hosts) > 1}
+	return t.out
+}
+
+func (t *terminal) Done(o executor.Outcome) {
+	w := t.m.Stdout
+	switch {
+	case o.Skip == executor.SkipCondition:
+		fmt.Fprintf(w, "  skipped: %s\n", o.Why)
+	case o.Skip == executor.SkipManual:
+	case o.Skip != "":
+		fmt.Fprintf(w, "  not run: %s\n", o.Why)
+	case o.Record.Status == executor.StatusVerified:
+		t.out.endLines()
+		fmt.Fprintf(w, "  ✓ verified in %.1fs\n", o.Record.Duration)
+	default:
+		t.out.endLines()
+		fmt.Fprintf(w, "  ✗ %s: %s\n", o.Record.Status, strings.Join(o.Record.Reasons, "; "))
+	}
 }
 
 // loadRunbook reads a runbook by path or by slug in the content folder, and
@@ -266,52 +251,6 @@ func keyValues(list []string, flagName string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
-}
-
-func planBlocks(rb *runbook.Runbook, step, from, block string) ([]*runbook.Block, error) {
-	var out []*runbook.Block
-	started := from == ""
-	if from != "" && rb.StepByID(from) == nil {
-		return nil, unknownStep(rb, from)
-	}
-	if step != "" && rb.StepByID(step) == nil {
-		return nil, unknownStep(rb, step)
-	}
-	for _, b := range rb.Blocks {
-		if !b.Executable() {
-			continue
-		}
-		switch {
-		case block != "":
-			if b.ID == block {
-				out = append(out, b)
-			}
-			continue
-		case step != "":
-			if b.Step != nil && b.Step.ID == step {
-				out = append(out, b)
-			}
-			continue
-		}
-		if !started && b.Step != nil && b.Step.ID == from {
-			started = true
-		}
-		if started {
-			out = append(out, b)
-		}
-	}
-	if block != "" && len(out) == 0 {
-		return nil, &usageError{cmd: "run", msg: fmt.Sprintf("%s has no executable block %q", rb.Path, block)}
-	}
-	return out, nil
-}
-
-func unknownStep(rb *runbook.Runbook, id string) error {
-	ids := make([]string, len(rb.Steps))
-	for i, s := range rb.Steps {
-		ids[i] = s.ID
-	}
-	return &usageError{cmd: "run", msg: fmt.Sprintf("%s has no step %q (steps: %s)", rb.Path, id, strings.Join(ids, ", "))}
 }
 
 func indent(s, pfx string) string {
@@ -396,78 +335,4 @@ func (s *termSink) Event(ev executor.Event) {
 			fmt.Fprintf(s.w, "  %s: %s\n", ev.Host, ev.Message)
 		}
 	}
-}
-
-// manualShown is a manual step's text with the values filled in, for a
-// person to follow: a shell script (bash, sh) with each value quoted for
-// where it stands, so that it can be pasted as it is; other text as
-// shownText has it (prose often holds a command, so values that are not
-// plain words are shell-quoted there too). Secret values are masked.
-func manualShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
-	if !runbook.IsShellLang(b.Lang) {
-		return shownText(rb, b.Content, values)
-	}
-	shown := map[string]string{}
-	for k, v := range values {
-		if p := rb.ParamByName(k); p != nil && p.Secret {
-			v = executor.Mask
-		}
-		shown[k] = v
-	}
-	return runbook.ShowShell(b.Content, shown)
-}
-
-// shownText is text with parameter values filled in for a reader to read
-// or copy: secret ones masked, others shell-quoted when they are not plain.
-func shownText(rb *runbook.Runbook, text string, values map[string]string) string {
-	shown := map[string]string{}
-	for k, v := range values {
-		switch p := rb.ParamByName(k); {
-		case p != nil && p.Secret:
-			shown[k] = executor.Mask
-		case v == "":
-			shown[k] = v
-		default:
-			shown[k] = runbook.ShellWord(v)
-		}
-	}
-	return runbook.Substitute(text, shown, false)
-}
-
-// whereShown is where a block would run: the kube context, the hosts, or
-// this machine.
-func whereShown(x *execSetup, rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
-	switch b.Target {
-	case runbook.TargetKube:
-		if x.engine.KubeWhere == nil {
-			return "no kube context configured"
-		}
-		w, err := x.engine.KubeWhere(rb)
-		if err != nil {
-			return err.Error()
-		}
-		if b.Namespace != "" {
-			w += ", namespace " + shownText(rb, b.Namespace, values)
-		}
-		return w
-	case runbook.TargetSSH:
-		w := "ssh " + strings.Join(runbook.SplitHosts(values[b.Hosts]), " ")
-		if b.Sudo {
-			w += " (sudo)"
-		}
-		return w
-	}
-	return "this machine"
-}
-
-// whatShown is what a block would do: the command a reader would paste
-// (runbook/paste, as the page's Copy and confirmation give it), with the
-// values known so far; secrets and values not captured yet are named, not
-// shown.
-func whatShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
-	t := paste.Build(rb, b)
-	if t == nil {
-		return b.Content
-	}
-	return t.Fill(values)
 }
