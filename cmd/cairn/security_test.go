@@ -348,7 +348,7 @@ func TestSecurityHostileRequests(t *testing.T) {
 		{"GET", "/api/health"}, {"GET", "/api/runbooks"}, {"GET", "/api/runbooks/hostile/results"},
 		{"GET", "/api/runbooks/hostile/target"}, {"POST", "/api/runs"}, {"GET", "/api/runs"},
 		{"GET", "/api/runs/0123456789abcdef"}, {"GET", "/api/runs/0123456789abcdef/events"}, {"POST", "/api/runs/0123456789abcdef/cancel"},
-		{"POST", "/api/sandbox/accept"},
+		{"POST", "/api/sandbox/accept"}, {"POST", "/api/plans"},
 	} {
 		cases = append(cases,
 			tc{ep.method + " " + ep.path + " without token", ep.method, ep.path, good, map[string]string{"Authorization": ""}, 401, "bad_token"},
@@ -375,6 +375,23 @@ func TestSecurityHostileRequests(t *testing.T) {
 		tc{"accept with an unknown field", "POST", "/api/sandbox/accept", `{"id":"x","dir":"/tmp"}`, nil, 400, "bad_request"},
 		tc{"accept with trailing data", "POST", "/api/sandbox/accept", `{"id":"x"}{}`, nil, 400, "bad_request"},
 		tc{"accept an oversized id", "POST", "/api/sandbox/accept", `{"id":"` + strings.Repeat("x", 100) + `"}`, nil, 400, "bad_request"},
+	)
+	// Plans (run a step, or from a step on): every block must be the one
+	// the page showed, confirmations are the page's answers, and nothing
+	// outside the loaded content can be named.
+	plan := func(extra string) string {
+		return fmt.Sprintf(`{"runbook":"hostile","block":"echo","hashes":{"echo":%q}%s}`, hash, extra)
+	}
+	cases = append(cases,
+		tc{"plan without hashes", "POST", "/api/plans", `{"runbook":"hostile","block":"echo"}`, nil, 409, "hash_mismatch"},
+		tc{"plan with a tampered hash", "POST", "/api/plans", `{"runbook":"hostile","block":"echo","hashes":{"echo":"00"}}`, nil, 409, "hash_mismatch"},
+		tc{"plan of another runbook", "POST", "/api/plans", `{"runbook":"../../etc/passwd","from":"s"}`, nil, 404, "unknown_runbook"},
+		tc{"plan of an unknown step", "POST", "/api/plans", `{"runbook":"hostile","step":"nope"}`, nil, 404, "unknown_step"},
+		tc{"plan with a script field", "POST", "/api/plans", plan(`,"script":"touch /tmp/x"`), nil, 400, "unknown field"},
+		tc{"plan as a form post (CSRF)", "POST", "/api/plans", "runbook=hostile&block=echo", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, "bad_content_type"},
+		tc{"plan with an undeclared param", "POST", "/api/plans", plan(`,"params":{"NOT_DECLARED":"x"}`), nil, 400, "bad_param"},
+		tc{"plan with trailing data", "POST", "/api/plans", plan("") + "{}", nil, 400, "data after"},
+		tc{"plan with no selection", "POST", "/api/plans", `{"runbook":"hostile"}`, nil, 400, "bad_request"},
 	)
 	for _, v := range []string{"$(touch x)", "`touch x`", "; touch x", "x\ntouch x", "' ; touch x; '"} {
 		cases = append(cases, tc{"shell in host param " + strconv.Quote(v), "POST", "/api/runs", withParams(fmt.Sprintf(`{"HOST":%q}`, v)), nil, 400, "bad_param"})

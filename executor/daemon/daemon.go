@@ -125,6 +125,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/runbooks/{slug}/results", s.results)
 	mux.HandleFunc("GET /api/runbooks/{slug}/target", s.target)
 	mux.HandleFunc("POST /api/runs", s.startRun)
+	mux.HandleFunc("POST /api/plans", s.startPlan)
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
 	mux.HandleFunc("GET /api/runs/{id}/events", s.events)
@@ -401,12 +402,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := DecodeRunRequest(r.Body)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) || strings.Contains(err.Error(), "request body too large") {
-			fail(w, http.StatusRequestEntityTooLarge, "too_large", "request body over %d bytes", MaxBody)
-			return
-		}
-		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
+		badBody(w, err)
 		return
 	}
 	rb := s.runbook(req.Runbook)
@@ -447,13 +443,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 // launch starts a prepared run in the background.
 func (s *Server) launch(rb *runbook.Runbook, run *executor.Run) *liveRun {
 	ctx, cancel := context.WithCancel(s.base)
-	lr := &liveRun{id: run.ID, runbook: rb.Slug, block: run.Job.Block.ID, cancel: cancel, done: make(chan struct{}),
-		subs: map[*subscriber]struct{}{}, started: time.Now().UTC()}
-	s.mu.Lock()
-	s.runs[lr.id] = lr
-	s.order = append(s.order, lr.id)
-	s.trim()
-	s.mu.Unlock()
+	lr := s.register(run.ID, rb.Slug, run.Job.Block.ID, cancel)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -464,6 +454,18 @@ func (s *Server) launch(rb *runbook.Runbook, run *executor.Run) *liveRun {
 		}
 		lr.finish(rec)
 	}()
+	return lr
+}
+
+// register keeps a new run (or plan) for its stream and GET /api/runs/{id}.
+func (s *Server) register(id, slug, block string, cancel context.CancelFunc) *liveRun {
+	lr := &liveRun{id: id, runbook: slug, block: block, cancel: cancel, done: make(chan struct{}),
+		subs: map[*subscriber]struct{}{}, started: time.Now().UTC()}
+	s.mu.Lock()
+	s.runs[lr.id] = lr
+	s.order = append(s.order, lr.id)
+	s.trim()
+	s.mu.Unlock()
 	return lr
 }
 

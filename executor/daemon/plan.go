@@ -1,0 +1,211 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+// PlanRequest is the body of POST /api/plans: run a step, every step from
+// one on, or one block, as cairn run does. The page asks its reader first
+// and sends the answers: the blocks confirmed, the manual steps done. A
+// block that needs a confirmation not given stops the plan there (after a
+// failure, only that clean-up block is skipped); a manual step not marked
+// done stops it too.
+type PlanRequest struct {
+	Runbook string            `json:"runbook"`
+	Step    string            `json:"step,omitempty"`
+	From    string            `json:"from,omitempty"`
+	Block   string            `json:"block,omitempty"`
+	Hashes  map[string]string `json:"hashes"` // every block of the plan, as the page showed it
+	Params  map[string]string `json:"params"`
+	Confirm []string          `json:"confirm"`
+	Done    []string          `json:"done"` // manual steps the reader has done
+}
+
+// DecodePlanRequest reads a plan request strictly, as DecodeRunRequest
+// does a run request.
+func DecodePlanRequest(body io.Reader) (*PlanRequest, error) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req PlanRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, fmt.Errorf("bad request body: %v", err)
+	}
+	if dec.More() {
+		return nil, errors.New("bad request body: data after the JSON object")
+	}
+	if req.Runbook == "" || req.Step == "" && req.From == "" && req.Block == "" {
+		return nil, errors.New("bad request body: runbook and one of step, from and block are required")
+	}
+	if len(req.Params) > 256 || len(req.Hashes) > 1024 || len(req.Confirm) > 1024 || len(req.Done) > 1024 {
+		return nil, errors.New("bad request body: too many entries")
+	}
+	for k, v := range req.Params {
+		if len(k) > 128 || len(v) > 8<<10 {
+			return nil, fmt.Errorf("bad request body: param %.40q is too long", k)
+		}
+	}
+	return &req, nil
+}
+
+// startPlan answers POST /api/plans with the plan's id (its events are at
+// /api/runs/{id}/events, and it is cancelled as a run is) and the blocks
+// it will go through.
+func (s *Server) startPlan(w http.ResponseWriter, r *http.Request) {
+	if !jsonBody(w, r) {
+		return
+	}
+	req, err := DecodePlanRequest(r.Body)
+	if err != nil {
+		badBody(w, err)
+		return
+	}
+	rb := s.runbook(req.Runbook)
+	if rb == nil {
+		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", req.Runbook)
+		return
+	}
+	p, err := executor.NewPlan(rb, executor.Selection{Step: req.Step, From: req.From, Block: req.Block})
+	if err != nil {
+		fail(w, http.StatusNotFound, "unknown_step", "%v", err)
+		return
+	}
+	// Every block must be the one the page showed, before anything runs.
+	for _, b := range p.Blocks {
+		if req.Hashes[b.ID] != b.Hash {
+			fail(w, http.StatusConflict, "hash_mismatch", "block %q changed since the page was loaded (or the page did not send its hash); reload the page", b.ID)
+			return
+		}
+	}
+	if _, err := executor.ResolveParams(rb, req.Params); err != nil {
+		fail(w, http.StatusBadRequest, "bad_param", "%v", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(s.base)
+	id := executor.NewID()
+	lr := s.register(id, rb.Slug, "", cancel)
+	ids := make([]string, len(p.Blocks))
+	for i, b := range p.Blocks {
+		ids[i] = b.ID
+	}
+	pr := &pagePrompter{confirm: req.Confirm, done: req.Done}
+	ps := &planStream{s: s, lr: lr}
+	opt := executor.PlanOptions{Params: req.Params, Prompter: pr, Hashes: req.Hashes,
+		WriteBack: func(rb *runbook.Runbook, rec *executor.Record) (*runbook.Runbook, error) {
+			ps.reported = rec.ID
+			if s.OnRecord != nil {
+				s.OnRecord(rb, rec)
+			}
+			if nrb := s.runbook(rb.Slug); nrb != nil {
+				return nrb, nil // as written back and loaded again
+			}
+			return rb, nil
+		}}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		start := time.Now()
+		res, err := s.Engine.RunPlan(ctx, p, opt, ps)
+		rec := &executor.Record{ID: id, Runbook: rb.Slug, Path: rb.Path, Start: start.UTC(), Duration: time.Since(start).Seconds()}
+		switch {
+		case ctx.Err() != nil:
+			rec.Status, rec.Reasons = executor.StatusCancelled, []string{"cancelled"}
+		case err != nil:
+			rec.Status, rec.Reasons = executor.StatusError, []string{err.Error()}
+		case res.Failed != nil:
+			rec.Status, rec.Reasons = executor.StatusFailed, []string{fmt.Sprintf("block %q failed; resume from step %q after fixing it", res.Failed.ID, executor.ResumeStep(res.Failed))}
+		default:
+			rec.Status = executor.StatusVerified
+		}
+		rec.Output = fmt.Sprintf("%d verified, %d skipped of %d blocks\n", res.Verified, res.Skipped, res.Total)
+		lr.finish(rec)
+	}()
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "blocks": ids})
+}
+
+// badBody answers a request body that could not be read.
+func badBody(w http.ResponseWriter, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) || strings.Contains(err.Error(), "request body too large") {
+		fail(w, http.StatusRequestEntityTooLarge, "too_large", "request body over %d bytes", MaxBody)
+		return
+	}
+	fail(w, http.StatusBadRequest, "bad_request", "%v", err)
+}
+
+// pagePrompter answers with what the reader said on the page before the
+// plan started.
+type pagePrompter struct {
+	confirm, done []string
+}
+
+func (p *pagePrompter) Confirm(_ context.Context, pr *executor.Prompt) (bool, error) {
+	if slices.Contains(p.confirm, pr.Block.ID) {
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: block %q (%s) was not confirmed on the page", executor.ErrNeedsConfirm, pr.Block.ID, pr.Message)
+}
+
+func (p *pagePrompter) Manual(_ context.Context, pr *executor.Prompt) error {
+	if slices.Contains(p.done, pr.Block.ID) {
+		return nil
+	}
+	return fmt.Errorf("%w: stopped at manual step %q: do it by hand, then run from the step after it", executor.ErrManualBlock, pr.Block.ID)
+}
+
+// planStream is the plan's PlanSink: each block runs as a run of its own
+// (its events at /api/runs/{id}/events, journaled), and the plan's stream
+// says which block runs and how each ended.
+type planStream struct {
+	s        *Server
+	lr       *liveRun // the plan's
+	cur      *liveRun // the running block's
+	reported string   // the run id OnRecord was called for (write-back)
+}
+
+// planBlock is the data of a plan's "block" and "outcome" events.
+type planBlock struct {
+	Block  string           `json:"block"`
+	N      int              `json:"n,omitempty"`
+	Total  int              `json:"total,omitempty"`
+	Run    string           `json:"run,omitempty"`
+	Skip   executor.Skip    `json:"skip,omitempty"`
+	Why    string           `json:"why,omitempty"`
+	Status executor.Status  `json:"status,omitempty"`
+	Record *executor.Record `json:"record,omitempty"`
+}
+
+func (ps *planStream) Next(b *runbook.Block, n, total int) {
+	ps.lr.publish(event{name: "next", data: planBlock{Block: b.ID, N: n, Total: total}, size: eventOverhead})
+}
+
+func (ps *planStream) Start(r *executor.Run) executor.Sink {
+	// Cancelling the block's run cancels the plan: what follows a block
+	// the reader stopped should not run on its own.
+	ps.cur = ps.s.register(r.ID, ps.lr.runbook, r.Job.Block.ID, ps.lr.cancel)
+	ps.lr.publish(event{name: "block", data: planBlock{Block: r.Job.Block.ID, Run: r.ID}, size: eventOverhead})
+	return ps.cur
+}
+
+func (ps *planStream) Done(o executor.Outcome) {
+	pb := planBlock{Block: o.Block.ID, Skip: o.Skip, Why: o.Why}
+	if rec := o.Record; rec != nil {
+		if rb := ps.s.runbook(ps.lr.runbook); rb != nil && ps.s.OnRecord != nil && ps.reported != rec.ID {
+			ps.s.OnRecord(rb, rec)
+		}
+		ps.cur.finish(rec)
+		pb.Run, pb.Status = rec.ID, rec.Status
+	}
+	ps.lr.publish(event{name: "outcome", data: pb, size: eventOverhead + len(pb.Why)})
+}
