@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/targets"
 	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
@@ -44,31 +45,31 @@ type bundled struct {
 }
 
 // newBundled parses content/file and builds the executor with
-// setupExecutor, its flags pointing at the rig (k or s may be nil).
+// openExecutor, its flags pointing at the rig (k or s may be nil).
 func newBundled(t *testing.T, file string, k *testrig.KubeEnv, s *testrig.SSHEnv, params map[string]string) *bundled {
 	t.Helper()
 	rb := bundledtest.Parse(t, file)
 	dir := t.TempDir()
-	f := &execFlags{useSandbox: "no", journal: filepath.Join(dir, "journal.jsonl"), kubeconfig: filepath.Join(dir, "no-kubeconfig")}
+	f := &execFlags{Config: targets.Config{Sandbox: "no", Journal: filepath.Join(dir, "journal.jsonl"), Kubeconfig: filepath.Join(dir, "no-kubeconfig")}}
 	if k != nil {
-		f.kubeconfig, f.context = k.Kubeconfig, k.Context
+		f.Kubeconfig, f.Context = k.Kubeconfig, k.Context
 	}
 	if s != nil {
-		f.sshConfig, f.knownHosts, f.identity = s.Inventory.SSHConfig, s.Inventory.KnownHosts, stringList{s.Inventory.IdentityFile}
+		f.SSHConfig, f.KnownHosts, f.Identity = s.Inventory.SSHConfig, s.Inventory.KnownHosts, []string{s.Inventory.IdentityFile}
 	}
-	x, err := setupExecutor(context.Background(), f, dir)
+	x, err := openExecutor(context.Background(), f, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(x.Close)
-	if k != nil && x.kubeErr != nil {
-		t.Fatalf("kube runner: %v", x.kubeErr)
+	if k != nil && x.KubeErr != nil {
+		t.Fatalf("kube runner: %v", x.KubeErr)
 	}
 	// These tests still play parts of the components the runbooks require
 	// (kubeadm, helm, a CCM on the hosts): issues #11–#13 replace them with
 	// the real binaries. Until then the requires check is off here only.
-	x.engine.CheckRequires = false
-	return &bundled{rb: rb, eng: x.engine, params: params}
+	x.Engine.CheckRequires = false
+	return &bundled{rb: rb, eng: x.Engine, params: params}
 }
 
 // prepare asks the engine to run block id with the test's parameters, as the

@@ -64,25 +64,25 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	}
 	st := &store{}
 	st.set(goodRunbooks(set, err))
-	x, err := setupExecutor(ctx, &ef, *content)
+	x, err := openExecutor(ctx, &ef, *content)
 	if err != nil {
 		return err
 	}
 	defer x.Close()
-	for _, n := range x.notes {
+	for _, n := range x.Notes {
 		fmt.Fprintf(m.Stderr, "executor: %s\n", n)
 	}
-	d := &daemon.Server{Engine: x.engine, Content: st, Token: daemon.NewToken(), AllowOrigins: origins, Version: Version, Where: x.engine.KubeWhere}
+	d := &daemon.Server{Content: st, Token: daemon.NewToken(), AllowOrigins: origins, Version: Version}
 	say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
-	x.wire(d, say)
-	x.follow(ctx, say)
-	if ef.useSandbox == "start" {
-		x.startSandbox(ctx, ef.sandboxBuild, say)
+	x.Wire(d, say)
+	x.Follow(ctx, say)
+	if ef.Sandbox == "start" {
+		x.StartSandbox(ctx, say)
 	}
 	defer d.Close()
 	d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {
 		if rec.Status == executor.StatusVerified && (ef.writeBack || rb.Meta.WriteBack) {
-			writeBack(m.Stderr, st, x.engine.Journal, rb, rec)
+			writeBack(m.Stderr, st, x.Engine.Journal, rb, rec)
 		}
 	}
 	ln, err := net.Listen("tcp", *listen)

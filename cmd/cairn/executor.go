@@ -5,34 +5,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cairn-dev/cairn/executor"
-	"github.com/cairn-dev/cairn/executor/daemon"
-	"github.com/cairn-dev/cairn/executor/kube"
-	"github.com/cairn-dev/cairn/executor/local"
+	"github.com/cairn-dev/cairn/executor/targets"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/site"
 )
 
-// execFlags are the executor flags serve, daemon and run share.
+// execFlags are the executor flags serve, daemon and run share: where
+// blocks run (targets.Config) and whether verified output is written back.
 type execFlags struct {
-	writeBack  bool
-	kubeconfig string
-	context    string
-	sshConfig  string
-	knownHosts string
-	identity   stringList
-	tofu       bool
-	useSandbox string // auto, yes, no, start
-	// sandboxBuild builds missing sandbox binaries before --sandbox=start
-	// starts one (make run passes scripts/sandbox-bins.sh).
-	sandboxBuild string
-	journal      string
+	targets.Config
+	writeBack bool
 }
 
 type stringList []string
@@ -42,90 +29,29 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.writeBack, "write-back", false, "write verified output back into the Markdown (also per runbook: write_back: true)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for kube blocks (default $KUBECONFIG or ~/.kube/config; the sandbox's when it runs)")
-	fs.StringVar(&f.context, "context", "", "kubeconfig context (default current-context); runbooks refuse contexts they do not list")
-	fs.StringVar(&f.sshConfig, "ssh-config", "", "OpenSSH client config for ssh blocks (Host, HostName, Port, User, IdentityFile)")
-	fs.StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
-	fs.Var(&f.identity, "identity", "private key file for ssh blocks (repeatable; ssh-agent is used too)")
-	fs.BoolVar(&f.tofu, "trust-on-first-use", false, "accept and remember unknown SSH host keys (changed keys are always refused)")
-	fs.StringVar(&f.useSandbox, "sandbox", "auto", "use the local sandbox's cluster and SSH hosts: auto (when it runs and no other flags say otherwise; followed as it comes and goes), yes (fail without one), no, start (serve: start one in the background when none runs)")
-	fs.StringVar(&f.sandboxBuild, "sandbox-build", "", "with --sandbox=start: command that builds missing sandbox binaries first (make run passes scripts/sandbox-bins.sh)")
-	fs.StringVar(&f.journal, "journal", "", "run journal, an SQLite database several Cairn processes share (default CONTENT/.cairn/journal.db)")
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig for kube blocks (default $KUBECONFIG or ~/.kube/config; the sandbox's when it runs)")
+	fs.StringVar(&f.Context, "context", "", "kubeconfig context (default current-context); runbooks refuse contexts they do not list")
+	fs.StringVar(&f.SSHConfig, "ssh-config", "", "OpenSSH client config for ssh blocks (Host, HostName, Port, User, IdentityFile)")
+	fs.StringVar(&f.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	fs.Var((*stringList)(&f.Identity), "identity", "private key file for ssh blocks (repeatable; ssh-agent is used too)")
+	fs.BoolVar(&f.TrustOnFirstUse, "trust-on-first-use", false, "accept and remember unknown SSH host keys (changed keys are always refused)")
+	fs.StringVar(&f.Sandbox, "sandbox", "auto", "use the local sandbox's cluster and SSH hosts: auto (when it runs and no other flags say otherwise; followed as it comes and goes), yes (fail without one), no, start (serve: start one in the background when none runs)")
+	fs.StringVar(&f.SandboxBuild, "sandbox-build", "", "with --sandbox=start: command that builds missing sandbox binaries first (make run passes scripts/sandbox-bins.sh)")
+	fs.StringVar(&f.Journal, "journal", "", "run journal, an SQLite database several Cairn processes share (default CONTENT/.cairn/journal.db)")
 }
 
-// exec is a wired engine and what it needs closed.
-type execSetup struct {
-	engine  *executor.Engine
-	targets *targets
-	kubeErr error
-	notes   []string
-	closers []func()
-}
+// selfEnv is added to the environment of this binary run as a child
+// (`cairn sandbox up`); the test binary sets it so that it acts as cairn.
+var selfEnv []string
 
-func (x *execSetup) Close() {
-	for i := len(x.closers) - 1; i >= 0; i-- {
-		x.closers[i]()
-	}
-}
-
-// wire gives the API server the targets' view, the sandbox's values and
-// the reader's acceptance of another sandbox (serve and daemon alike).
-func (x *execSetup) wire(d *daemon.Server, say func(string)) {
-	d.Targets = x.targets.View
-	d.SandboxValues = x.targets.sandboxValues
-	d.AcceptSandbox = func(ctx context.Context, id string) error { return x.targets.accept(ctx, id, say) }
-}
-
-// follow keeps the targets in step with the sandbox until Close; say gets
-// one line per change.
-func (x *execSetup) follow(ctx context.Context, say func(string)) {
-	x.background(ctx, func(ctx context.Context) { x.targets.follow(ctx, followInterval, say) })
-}
-
-// background runs f until Close, which cancels it and waits for it.
-// Closers run in reverse, so it stops before the targets it uses close.
-func (x *execSetup) background(ctx context.Context, f func(context.Context)) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(ctx)
-	}()
-	x.closers = append(x.closers, func() { cancel(); <-done })
-}
-
-// followInterval is how often a server looks at the sandbox.
-const followInterval = 2 * time.Second
-
-// setupExecutor builds the engine with every runner it can.
-func setupExecutor(ctx context.Context, f *execFlags, content string) (*execSetup, error) {
-	x := &execSetup{}
-	journalPath := f.journal
-	if journalPath == "" {
-		journalPath = filepath.Join(content, ".cairn", "journal.db")
-	}
-	j, err := openJournal(journalPath)
-	if err != nil {
-		return nil, err
-	}
-	x.closers = append(x.closers, func() { j.Close() })
-
-	t, err := newTargets(ctx, f)
-	if err != nil {
-		j.Close()
-		return nil, err
-	}
-	x.targets = t
-	x.closers = append(x.closers, t.Close)
-	x.notes = append(x.notes, t.cur.notes...)
-	x.kubeErr = t.cur.kubeErr
-	runners := map[string]executor.Runner{executor.RunnerLocal: &local.Runner{Supervisor: supervisor()}}
-	for _, key := range []string{executor.RunnerKube, executor.RunnerKubeShell, executor.RunnerSSH} {
-		runners[key] = slot{t: t, key: key}
-	}
-	e := &executor.Engine{Runners: runners, Journal: j, Objects: kube.Checker{}, KubeWhere: t.kubeWhere, CheckRequires: true}
-	x.engine = e
-	return x, nil
+// openExecutor wires the engine, runners and journal for serve, daemon
+// and run (executor/targets), with this binary as the local runs'
+// supervisor and as `cairn sandbox up`.
+func openExecutor(ctx context.Context, f *execFlags, content string) (*targets.Executor, error) {
+	cfg := f.Config
+	cfg.Supervisor = supervisor()
+	cfg.SandboxEnv = selfEnv
+	return targets.Open(ctx, cfg, content)
 }
 
 // store is the loaded content the daemon may run blocks of.
@@ -209,25 +135,4 @@ func toBlockResult(rec executor.Record) site.BlockResult {
 	}
 	return site.BlockResult{Status: string(rec.Status), At: rec.Start.UTC().Format(time.RFC3339), Where: where,
 		Exit: exit, Duration: fmt.Sprintf("%.1fs", rec.Duration), Output: rec.Output, Reasons: rec.Reasons}
-}
-
-// openJournal opens the journal; next to a new default journal, an older
-// Cairn's journal.jsonl is read in once and renamed *.imported.
-func openJournal(path string) (*executor.Journal, error) {
-	_, statErr := os.Stat(path)
-	j, err := executor.OpenJournal(path)
-	if err != nil || !os.IsNotExist(statErr) || filepath.Base(path) != "journal.db" {
-		return j, err
-	}
-	legacy := filepath.Join(filepath.Dir(path), "journal.jsonl")
-	f, err := os.Open(legacy)
-	if err != nil {
-		return j, nil
-	}
-	defer f.Close()
-	if _, err := j.Import(context.Background(), f); err != nil {
-		return j, nil // a damaged old journal is left where it is, untouched
-	}
-	_ = os.Rename(legacy, legacy+".imported")
-	return j, nil
 }

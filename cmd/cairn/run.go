@@ -44,7 +44,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if len(positional) != 1 {
 		return &usageError{cmd: "run", msg: "give exactly one RUNBOOK (a file or a slug)"}
 	}
-	if ef.useSandbox == "start" {
+	if ef.Sandbox == "start" {
 		return &usageError{cmd: "run", msg: "--sandbox=start is for cairn serve; start one with `cairn sandbox up`, then use --sandbox=yes"}
 	}
 	if (*step != "") && (*from != "") || (*step != "" || *from != "") && *block != "" {
@@ -66,18 +66,18 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return &usageError{cmd: "run", msg: strings.TrimPrefix(err.Error(), executor.ErrSelection.Error()+": ")}
 	}
-	x, err := setupExecutor(ctx, &ef, contentDir)
+	x, err := openExecutor(ctx, &ef, contentDir)
 	if err != nil {
 		return err
 	}
 	defer x.Close()
-	for _, n := range x.notes {
+	for _, n := range x.Notes {
 		fmt.Fprintf(m.Stderr, "executor: %s\n", n)
 	}
 	// Against the sandbox, what it knows of itself (its load balancer, its
 	// nodes' images, ...) fills the parameters --param leaves out.
 	var fromSandbox []string
-	for k, v := range x.targets.sandboxValues(rb) {
+	for k, v := range x.Targets.SandboxValues(rb) {
 		if _, ok := given[k]; !ok {
 			given[k] = v
 			fromSandbox = append(fromSandbox, k+"="+v)
@@ -90,7 +90,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if _, err := executor.ResolveParams(rb, given); err != nil {
 		return err
 	}
-	e := x.engine
+	e := x.Engine
 	// Non-secret captures of earlier runs let --from resume.
 	prev, err := e.Journal.Captures(rb.Slug)
 	if err != nil {

@@ -271,7 +271,7 @@ func printStatus(w io.Writer, st sandbox.Status) {
 			if st.Nodes {
 				fmt.Fprintf(w, "  nodes          every host is a bare node for kubeadm (containerd, the kubelet service, systemctl for it); kubeadm runs for real\n")
 				fmt.Fprintf(w, "  node images    %s (import on each node: ctr -n k8s.io images import FILE)\n", inv.ImagesDir)
-				if v := filepath.Join(st.Dir, sandbox.CiliumValuesFile); fileExists(v) {
+				if v := filepath.Join(st.Dir, sandbox.CiliumValuesFile); isFile(v) {
 					fmt.Fprintf(w, "  cilium values  %s (after kubeadm, with %s imported: helm install cilium %s -n kube-system -f %s)\n",
 						v, filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir, "*.tar"), st.Facts()[sandbox.FactCiliumChart], v)
 				}
@@ -304,4 +304,9 @@ func shellQuote(s string) string {
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/cairn-dev/cairn/executor/targets"
 	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
@@ -37,13 +38,13 @@ params:
 ` + "```bash {#host target=ssh hosts=HOSTS}\nhostname\n```\n"
 
 // health reads GET /api/health's targets.
-func (d *realDaemon) targets(t *testing.T) TargetsView {
+func (d *realDaemon) targets(t *testing.T) targets.TargetsView {
 	t.Helper()
 	code, body, _ := d.call(t, "GET", "/api/health", nil, nil)
 	if code != 200 {
 		t.Fatalf("health: %d %s", code, body)
 	}
-	var h struct{ Targets TargetsView }
+	var h struct{ Targets targets.TargetsView }
 	if err := json.Unmarshal([]byte(body), &h); err != nil {
 		t.Fatalf("health: %v: %s", err, body)
 	}
@@ -52,7 +53,7 @@ func (d *realDaemon) targets(t *testing.T) TargetsView {
 
 // waitTargets polls health until ok holds (bounded), recording every
 // sandbox state seen.
-func (d *realDaemon) waitTargets(t *testing.T, within time.Duration, what string, ok func(TargetsView) bool) (TargetsView, []string) {
+func (d *realDaemon) waitTargets(t *testing.T, within time.Duration, what string, ok func(targets.TargetsView) bool) (targets.TargetsView, []string) {
 	t.Helper()
 	var seen []string
 	deadline := time.Now().Add(within)
@@ -114,7 +115,7 @@ func TestExecutorFollowsSandbox(t *testing.T) {
 	}
 	// The start-up message says what is missing, not that a kubeconfig
 	// nobody has is broken.
-	if home, _ := os.UserHomeDir(); !fileExists(filepath.Join(home, ".kube", "config")) &&
+	if home, _ := os.UserHomeDir(); !isFile(filepath.Join(home, ".kube", "config")) &&
 		!strings.Contains(d.stderr.String(), "kube blocks are off: no cluster: no --kubeconfig, $KUBECONFIG is unset and "+filepath.Join(home, ".kube", "config")+" does not exist") {
 		t.Errorf("start-up message:\n%s", d.stderr.String())
 	}
@@ -124,7 +125,7 @@ func TestExecutorFollowsSandbox(t *testing.T) {
 	}
 
 	sandboxCLI(t, "up", "--state-dir", sbDir)
-	v, _ = d.waitTargets(t, 20*time.Second, "the executor picks up the sandbox", func(v TargetsView) bool {
+	v, _ = d.waitTargets(t, 20*time.Second, "the executor picks up the sandbox", func(v targets.TargetsView) bool {
 		return v.Sandbox.State == "running" && v.Kube != "" && len(v.Hosts) == 7 // cp0-2, w0, etcd0-2
 	})
 	if !strings.Contains(v.Kube, `context "cairn-sandbox"`) {
@@ -146,7 +147,7 @@ func TestExecutorFollowsSandbox(t *testing.T) {
 	}
 
 	sandboxCLI(t, "down", "--state-dir", sbDir)
-	d.waitTargets(t, 20*time.Second, "the executor notices the sandbox is gone", func(v TargetsView) bool {
+	d.waitTargets(t, 20*time.Second, "the executor notices the sandbox is gone", func(v targets.TargetsView) bool {
 		return v.Sandbox.State == "absent" && v.Kube == "" && len(v.Hosts) == 0
 	})
 	code, body, _ = d.call(t, "POST", "/api/runs", map[string]any{"runbook": "follow", "block": "ns", "hash": d.blockHash(t, "follow", "ns")}, nil)
@@ -184,7 +185,7 @@ for b in etcd kube-apiserver kube-controller-manager kubeadm kubectl; do ln -sf 
 	dir := contentDir(t, map[string]string{"follow.md": followRunbook})
 	d := startDaemon(t, dir, "--sandbox", "start", "--sandbox-build", script, "--kubeconfig", "")
 
-	_, seen := d.waitTargets(t, 3*time.Minute, "the sandbox comes up", func(v TargetsView) bool {
+	_, seen := d.waitTargets(t, 3*time.Minute, "the sandbox comes up", func(v targets.TargetsView) bool {
 		return v.Sandbox.State == "running" && v.Kube != "" && len(v.Hosts) == 7 // cp0-2, w0, etcd0-2
 	})
 	all := strings.Join(seen, "\n")
@@ -214,7 +215,7 @@ for b in etcd kube-apiserver kube-controller-manager kubeadm kubectl; do ln -sf 
 	// reuses it instead of starting another.
 	d.stop()
 	d2 := startDaemon(t, dir, "--sandbox", "start", "--sandbox-build", script, "--kubeconfig", "")
-	d2.waitTargets(t, 20*time.Second, "the second executor uses the running sandbox", func(v TargetsView) bool {
+	d2.waitTargets(t, 20*time.Second, "the second executor uses the running sandbox", func(v targets.TargetsView) bool {
 		return v.Sandbox.State == "running" && v.Kube != ""
 	})
 	st2, err := sandbox.StatusOf(context.Background(), sbDir)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/cairn-dev/cairn/executor/targets"
 	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
@@ -124,10 +125,9 @@ func TestBundledSandboxValuesValid(t *testing.T) {
 			Groups:    map[string][]string{sandbox.GroupWorkers: {"w0"}},
 			ImagesDir: "/root/.cache/cairn/sandbox/v1.37.2-etcd3.6.16/bin/images"}}
 	facts := st.Facts()
-	tg := &targets{cur: &targetSet{facts: facts}}
 	for _, file := range []string{"kubeadm-ha.md", "ccm-leader-migration.md", "cilium-multipool.md", "practice.md"} {
 		rb := bundledtest.Parse(t, file)
-		got := tg.sandboxValues(rb)
+		got := targets.Values(facts, rb)
 		for _, p := range rb.Params {
 			if p.Sandbox == "" {
 				continue

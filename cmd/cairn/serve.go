@@ -51,29 +51,29 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	st := &store{}
 	var srv *site.Server
 	if !*noExec {
-		x, err := setupExecutor(ctx, &ef, sf.content)
+		x, err := openExecutor(ctx, &ef, sf.content)
 		if err != nil {
 			return err
 		}
 		defer x.Close()
-		for _, n := range x.notes {
+		for _, n := range x.Notes {
 			fmt.Fprintf(m.Stderr, "executor: %s\n", n)
 		}
-		d = &daemon.Server{Engine: x.engine, Content: st, Token: daemon.NewToken(), Version: Version, Where: x.engine.KubeWhere}
+		d = &daemon.Server{Content: st, Token: daemon.NewToken(), Version: Version}
 		say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
-		x.wire(d, say)
-		x.follow(ctx, say)
-		if ef.useSandbox == "start" {
-			x.startSandbox(ctx, ef.sandboxBuild, say)
+		x.Wire(d, say)
+		x.Follow(ctx, say)
+		if ef.Sandbox == "start" {
+			x.StartSandbox(ctx, say)
 		}
 		defer d.Close()
-		opts.Results = journalResults(x.engine.Journal)
+		opts.Results = journalResults(x.Engine.Journal)
 		d.OnRecord = func(rb *runbook.Runbook, rec *executor.Record) {
 			if rec.Status == executor.StatusVerified && (ef.writeBack || rb.Meta.WriteBack) {
 				// Written and re-rendered under the build lock: the watcher
 				// then finds the file rendered and reloads no open page (a
 				// reload would cut the streams of blocks still running).
-				srv.RefreshAfter(ctx, []string{rb.Path}, func() { writeBack(m.Stderr, st, x.engine.Journal, rb, rec) })
+				srv.RefreshAfter(ctx, []string{rb.Path}, func() { writeBack(m.Stderr, st, x.Engine.Journal, rb, rec) })
 				return
 			}
 			srv.Refresh(ctx, []string{rb.Path}) // bake the result into the page

@@ -1,4 +1,8 @@
-package main
+// Package targets builds the runners blocks run through, from flags or from
+// the local sandbox, and keeps them in step with the sandbox as it comes
+// and goes. It is the one place that knows both the runners and the
+// sandbox: cairn serve, daemon and run each call Open once.
+package targets
 
 import (
 	"context"
@@ -16,13 +20,13 @@ import (
 	"github.com/cairn-dev/cairn/sandbox"
 )
 
-// targets are the kube and ssh runners the engine uses now. When they come
+// Set is the kube and ssh runners the engine uses now. When they come
 // from the sandbox (no --kubeconfig or --ssh-config says otherwise), follow
 // rebuilds them as the sandbox comes and goes, so a server started before
 // `cairn sandbox up` picks it up and one whose sandbox went away refuses
 // kube and ssh blocks with the reason instead of "connection refused".
-type targets struct {
-	f   *execFlags
+type Set struct {
+	cfg Config
 	dir string // the sandbox's state directory
 
 	mu      sync.RWMutex
@@ -74,29 +78,35 @@ type TargetsView struct {
 	Sandbox   SandboxView `json:"sandbox"`
 }
 
-// usesSandbox: the sandbox supplies targets unless flags name others.
-func (f *execFlags) usesSandbox() bool {
-	switch f.useSandbox {
+// UsesSandbox: the sandbox supplies targets unless flags name others.
+func (c Config) UsesSandbox() bool {
+	switch c.Sandbox {
 	case "no":
 		return false
 	case "yes", "start":
 		return true
 	}
-	return f.kubeconfig == "" && f.sshConfig == "" && os.Getenv("KUBECONFIG") == ""
+	return c.Kubeconfig == "" && c.SSHConfig == "" && os.Getenv("KUBECONFIG") == ""
 }
 
-func newTargets(ctx context.Context, f *execFlags) (*targets, error) {
-	switch f.useSandbox {
-	case "auto", "yes", "no", "start":
+// New builds the runners Config says, from the sandbox when it is used
+// and runs.
+func New(ctx context.Context, cfg Config) (*Set, error) {
+	switch cfg.Sandbox {
+	case "", "auto", "yes", "no", "start":
 	default:
-		return nil, fmt.Errorf("--sandbox=%q: want auto, yes, no or start", f.useSandbox)
+		return nil, fmt.Errorf("--sandbox=%q: want auto, yes, no or start", cfg.Sandbox)
 	}
-	t := &targets{f: f, dir: sandbox.DefaultStateDir()}
+	dir := cfg.SandboxDir
+	if dir == "" {
+		dir = sandbox.DefaultStateDir()
+	}
+	t := &Set{cfg: cfg, dir: dir}
 	var inv *sandbox.Inventory
 	var k *sandbox.KubeInfo
 	t.sandbox = SandboxView{State: "off"}
 	var st sandbox.Status
-	if f.usesSandbox() {
+	if cfg.UsesSandbox() {
 		var err error
 		st, err = sandbox.StatusOf(ctx, t.dir)
 		t.sandbox = viewOf(t.dir, st, err)
@@ -105,7 +115,7 @@ func newTargets(ctx context.Context, f *execFlags) (*targets, error) {
 			t.pinned = st.ID()
 			t.sandbox.ID = t.pinned
 		}
-		if inv == nil && f.useSandbox == "yes" {
+		if inv == nil && cfg.Sandbox == "yes" {
 			return nil, fmt.Errorf("--sandbox=yes: no running sandbox in %s (%s); start one with: cairn sandbox up", t.dir, t.sandbox.Message)
 		}
 	}
@@ -131,8 +141,8 @@ func viewOf(dir string, st sandbox.Status, err error) SandboxView {
 
 // build wires runners for inv and k (those of the sandbox st, or nil for
 // the flags' and the user's defaults) and keeps that sandbox's facts.
-func (t *targets) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.KubeInfo) (*targetSet, error) {
-	f := t.f
+func (t *Set) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.KubeInfo) (*targetSet, error) {
+	f := t.cfg
 	set := &targetSet{inv: inv}
 	var cleanups []func()
 	set.cleanup = func() {
@@ -144,7 +154,7 @@ func (t *targets) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.Ku
 		set.notes = append(set.notes, "using the running sandbox ("+t.dir+")")
 		set.facts = st.Facts()
 	}
-	kubeconfig, kctx := f.kubeconfig, f.context
+	kubeconfig, kctx := f.Kubeconfig, f.Context
 	if k != nil && kubeconfig == "" {
 		kubeconfig = k.Kubeconfig
 		if kctx == "" {
@@ -165,13 +175,13 @@ func (t *targets) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.Ku
 		path, cleanup, err := kr.PinnedKubeconfig(dir)
 		if err == nil {
 			cleanups = append(cleanups, func() { cleanup() })
-			set.kubeShell = &local.Runner{ExtraEnv: []string{"KUBECONFIG=" + path}, Supervisor: supervisor()}
+			set.kubeShell = &local.Runner{ExtraEnv: []string{"KUBECONFIG=" + path}, Supervisor: f.Supervisor}
 		}
 		set.notes = append(set.notes, "kube blocks use "+kr.Target().String())
 	}
 	if set.kubeErr != nil {
 		hint := "start the sandbox (`cairn sandbox up`, or `make run`), or pass --kubeconfig and --context"
-		if !f.usesSandbox() {
+		if !f.UsesSandbox() {
 			hint = "pass --kubeconfig and --context"
 		}
 		set.notes = append(set.notes, "kube blocks are off: "+set.kubeErr.Error()+"; "+hint)
@@ -203,14 +213,14 @@ func fileExists(p string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-func (t *targets) get() *targetSet {
+func (t *Set) get() *targetSet {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.cur
 }
 
 // runner returns the current runner for key, or why there is none.
-func (t *targets) runner(key string) (executor.Runner, error) {
+func (t *Set) runner(key string) (executor.Runner, error) {
 	set := t.get()
 	switch key {
 	case executor.RunnerKube:
@@ -232,7 +242,7 @@ func (t *targets) runner(key string) (executor.Runner, error) {
 	return nil, fmt.Errorf("unknown runner %q", key)
 }
 
-func (t *targets) offErr(what string, cause error) error {
+func (t *Set) offErr(what string, cause error) error {
 	t.mu.RLock()
 	sv := t.sandbox
 	t.mu.RUnlock()
@@ -246,8 +256,8 @@ func (t *targets) offErr(what string, cause error) error {
 	return errors.New(msg)
 }
 
-// kubeWhere is the engine's KubeWhere: the runbook's kube target now.
-func (t *targets) kubeWhere(rb *runbook.Runbook) (string, error) {
+// KubeWhere is the engine's KubeWhere: the runbook's kube target now.
+func (t *Set) KubeWhere(rb *runbook.Runbook) (string, error) {
 	set := t.get()
 	if set.kube == nil {
 		// Not "not allowed by the runbook": there is no cluster to allow.
@@ -256,11 +266,16 @@ func (t *targets) kubeWhere(rb *runbook.Runbook) (string, error) {
 	return set.kube.Where(rb)
 }
 
-// sandboxValues are the values the sandbox in use gives rb's parameters
+// SandboxValues are the values the sandbox in use gives rb's parameters
 // (their `sandbox:` facts), each one valid for its parameter; nil when the
 // blocks do not run against a sandbox.
-func (t *targets) sandboxValues(rb *runbook.Runbook) map[string]string {
-	facts := t.get().facts
+func (t *Set) SandboxValues(rb *runbook.Runbook) map[string]string {
+	return Values(t.get().facts, rb)
+}
+
+// Values are the values facts (a sandbox's) give rb's parameters, each
+// one valid for its parameter.
+func Values(facts map[string]string, rb *runbook.Runbook) map[string]string {
 	if len(facts) == 0 {
 		return nil
 	}
@@ -279,7 +294,7 @@ func (t *targets) sandboxValues(rb *runbook.Runbook) map[string]string {
 }
 
 // View reports the targets for GET /api/health.
-func (t *targets) View() any {
+func (t *Set) View() any {
 	set := t.get()
 	t.mu.RLock()
 	v := TargetsView{Sandbox: t.sandbox}
@@ -303,13 +318,13 @@ func (t *targets) View() any {
 	return v
 }
 
-func (t *targets) setSandbox(v SandboxView) {
+func (t *Set) setSandbox(v SandboxView) {
 	t.mu.Lock()
 	t.sandbox = v
 	t.mu.Unlock()
 }
 
-func (t *targets) Close() {
+func (t *Set) Close() {
 	t.mu.Lock()
 	set := t.cur
 	t.cur = &targetSet{kubeErr: errors.New("the executor is shutting down")}
@@ -319,12 +334,12 @@ func (t *targets) Close() {
 	}
 }
 
-// follow polls the sandbox every interval until ctx is done and swaps the
+// Follow polls the sandbox every interval until ctx is done and swaps the
 // runners when it appears, goes or changes; say gets one line per change.
 // A sandbox in use must fail two polls in a row before it is dropped, so a
 // busy apiserver answering late once does not switch runs off.
-func (t *targets) follow(ctx context.Context, interval time.Duration, say func(string)) {
-	if !t.f.usesSandbox() {
+func (t *Set) Follow(ctx context.Context, interval time.Duration, say func(string)) {
+	if !t.cfg.UsesSandbox() {
 		return
 	}
 	tick := time.NewTicker(interval)
@@ -339,7 +354,7 @@ func (t *targets) follow(ctx context.Context, interval time.Duration, say func(s
 	}
 }
 
-func (t *targets) poll(ctx context.Context, say func(string)) {
+func (t *Set) poll(ctx context.Context, say func(string)) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	st, err := sandbox.StatusOf(pctx, t.dir)
 	cancel()
@@ -409,9 +424,9 @@ func (t *targets) poll(ctx context.Context, say func(string)) {
 	}
 }
 
-// accept makes the offered sandbox id the one this server uses (the reader
+// Accept makes the offered sandbox id the one this server uses (the reader
 // pressed "use it" on the page) and wires it at once.
-func (t *targets) accept(ctx context.Context, id string, say func(string)) error {
+func (t *Set) Accept(ctx context.Context, id string, say func(string)) error {
 	t.mu.Lock()
 	if t.sandbox.Offer == "" || t.sandbox.Offer != id {
 		t.mu.Unlock()
@@ -469,7 +484,7 @@ func sameSandbox(cur *targetSet, now *sandbox.Inventory, k *sandbox.KubeInfo) bo
 // now and, through Available, lets the engine refuse a block before it starts
 // when its target is off.
 type slot struct {
-	t   *targets
+	t   *Set
 	key string
 }
 

@@ -1,4 +1,4 @@
-package main
+package targets
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,14 +18,10 @@ import (
 	"github.com/cairn-dev/cairn/sandbox"
 )
 
-// selfEnv is added to the environment of this binary run as a child
-// (`cairn sandbox up`); the test binary sets it so that it acts as cairn.
-var selfEnv []string
-
 // whatStillWorks ends every message about a sandbox that cannot start.
 const whatStillWorks = "local blocks still run; kube and ssh blocks need a cluster and hosts (--kubeconfig, --ssh-config)"
 
-// startSandbox brings a sandbox up in the background for `cairn serve
+// StartSandbox brings a sandbox up in the background for `cairn serve
 // --sandbox=start` (what `make run` runs) when none is healthy: it builds the
 // server binaries first when they are missing and build (a command) is
 // given, then runs `cairn sandbox up`. Each line either prints goes to say
@@ -32,11 +29,12 @@ const whatStillWorks = "local blocks still run; kube and ssh blocks need a clust
 // over once the sandbox answers. The sandbox outlives serve, so the next
 // `make run` reuses it; a serve stopped half-way stops the build or the
 // start-up with it.
-func (x *execSetup) startSandbox(ctx context.Context, build string, say func(string)) {
-	x.background(ctx, func(ctx context.Context) { x.targets.start(ctx, build, say) })
+func (x *Executor) StartSandbox(ctx context.Context, say func(string)) {
+	x.background(ctx, func(ctx context.Context) { x.Targets.start(ctx, say) })
 }
 
-func (t *targets) start(ctx context.Context, build string, say func(string)) {
+func (t *Set) start(ctx context.Context, say func(string)) {
+	build := t.cfg.SandboxBuild
 	st, err := sandbox.StatusOf(ctx, t.dir)
 	if err == nil && st.Healthy() {
 		return
@@ -61,14 +59,18 @@ func (t *targets) start(ctx context.Context, build string, say func(string)) {
 			return
 		}
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		fail(err.Error())
-		return
+	up := t.cfg.SandboxUp
+	if len(up) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			fail(err.Error())
+			return
+		}
+		up = []string{exe, "sandbox", "up"}
 	}
 	t.setSandbox(SandboxView{State: "starting", Dir: t.dir, Message: "starting etcd, kube-apiserver, kube-controller-manager and the SSH hosts"})
 	say("sandbox: starting in " + t.dir)
-	if err := t.step(ctx, "starting", []string{exe, "sandbox", "up", "--state-dir", t.dir}, selfEnv, say); err != nil {
+	if err := t.step(ctx, "starting", append(slices.Clip(up), "--state-dir", t.dir), t.cfg.SandboxEnv, say); err != nil {
 		if ctx.Err() == nil {
 			fail("cairn sandbox up failed: " + err.Error())
 		}
@@ -81,7 +83,7 @@ func (t *targets) start(ctx context.Context, build string, say func(string)) {
 // step runs argv in its own process group, bounded by ctx (which stops the
 // whole group), and reports each line it prints as progress. The error holds
 // the last lines.
-func (t *targets) step(ctx context.Context, state string, argv, env []string, say func(string)) error {
+func (t *Set) step(ctx context.Context, state string, argv, env []string, say func(string)) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	// Pdeathsig follows the forking thread, so this goroutine keeps its

@@ -1,4 +1,4 @@
-package main
+package targets
 
 import (
 	sshrunner "github.com/cairn-dev/cairn/executor/ssh"
@@ -7,18 +7,18 @@ import (
 
 // newSSHRunner builds the ssh runner from flags, or from the sandbox
 // inventory when the sandbox is in use and no flag says otherwise.
-func newSSHRunner(f *execFlags, inv *sandbox.Inventory) (*sshrunner.Runner, string, error) {
-	r := &sshrunner.Runner{ConfigFile: f.sshConfig, IdentityFiles: f.identity, TrustOnFirstUse: f.tofu}
-	if f.knownHosts != "" {
-		r.KnownHosts = []string{f.knownHosts}
+func newSSHRunner(f Config, inv *sandbox.Inventory) (*sshrunner.Runner, string, error) {
+	r := &sshrunner.Runner{ConfigFile: f.SSHConfig, IdentityFiles: f.Identity, TrustOnFirstUse: f.TrustOnFirstUse}
+	if f.KnownHosts != "" {
+		r.KnownHosts = []string{f.KnownHosts}
 	}
 	note := ""
-	if inv != nil && f.sshConfig == "" {
+	if inv != nil && f.SSHConfig == "" {
 		r.ConfigFile = inv.SSHConfig
-		if f.knownHosts == "" {
+		if f.KnownHosts == "" {
 			r.KnownHosts = []string{inv.KnownHosts}
 		}
-		if len(f.identity) == 0 {
+		if len(f.Identity) == 0 {
 			r.IdentityFiles = []string{inv.IdentityFile}
 		}
 		r.User = inv.User
