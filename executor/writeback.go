@@ -78,6 +78,32 @@ func WriteBack(rb *runbook.Runbook, rec *Record) ([]byte, error) {
 	return out, nil
 }
 
+// WriteBackRecorded writes a verified run back (WriteBack), records the
+// outcome in rec.WriteBack and the journal (j may be nil), so that the
+// page, the API and cairn run say when it failed, and returns the runbook
+// read again from what was written. A journal error is returned only when
+// the write-back itself went well.
+func WriteBackRecorded(j *Journal, rb *runbook.Runbook, rec *Record) (*runbook.Runbook, error) {
+	src, err := WriteBack(rb, rec)
+	rec.WriteBack = "written"
+	if err != nil {
+		rec.WriteBack = err.Error()
+	}
+	if j != nil {
+		if jerr := j.SetWriteBack(rec.ID, rec.WriteBack); jerr != nil && err == nil {
+			err = fmt.Errorf("write-back: journal: %w", jerr)
+		}
+	}
+	if src == nil {
+		return nil, err
+	}
+	nrb, perr := runbook.Parse(rb.Path, src)
+	if perr != nil {
+		return nil, err // written; the watcher reports the problem on reload
+	}
+	return nrb, err
+}
+
 func recordedFor(rb *runbook.Runbook, id string) *runbook.Block {
 	for _, x := range rb.Blocks {
 		if x.Role == runbook.RoleOutput && x.OutputOf == id {

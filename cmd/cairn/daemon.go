@@ -7,12 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/executor/daemon"
@@ -62,8 +58,8 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 			return err
 		}
 	}
-	st := &store{}
-	st.set(goodRunbooks(set, err))
+	st := &daemon.Store{}
+	st.Set(daemon.Loaded(set, err))
 	x, err := openExecutor(ctx, &ef, *content)
 	if err != nil {
 		return err
@@ -100,7 +96,7 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	for _, o := range origins {
 		fmt.Fprintf(m.Stderr, "pair a browser by opening %s/%s\n", strings.TrimSuffix(o, "/"), frag)
 	}
-	go watchContent(ctx, *content, st, m)
+	go daemon.Watch(ctx, *content, st, m.Stderr)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -114,77 +110,4 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 		err = nil
 	}
 	return err
-}
-
-func goodRunbooks(set *runbook.Set, err error) []*runbook.Runbook {
-	if set == nil {
-		return nil
-	}
-	bad := map[string]bool{}
-	for _, d := range runbook.AllDiagnostics(err) {
-		bad[d.File] = true
-	}
-	var out []*runbook.Runbook
-	for _, rb := range set.Runbooks {
-		if !bad[rb.Path] {
-			out = append(out, rb)
-		}
-	}
-	return out
-}
-
-// watchContent reloads the runbooks when a file changes, so the daemon
-// always runs what is on disk (hash checks catch stale pages).
-func watchContent(ctx context.Context, dir string, st *store, m *Main) {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		fmt.Fprintf(m.Stderr, "watch %s: %v\n", dir, err)
-		return
-	}
-	defer w.Close()
-	if err := watchDirs(w, dir); err != nil {
-		fmt.Fprintf(m.Stderr, "watch %s: %v\n", dir, err)
-		return
-	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.Errors:
-		case ev := <-w.Events:
-			// A new or renamed folder is watched too, and may hold runbooks.
-			if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() && ev.Has(fsnotify.Create) {
-				_ = watchDirs(w, ev.Name)
-				timer.Reset(50 * time.Millisecond)
-			}
-			if strings.HasSuffix(ev.Name, ".md") || ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-				timer.Reset(50 * time.Millisecond)
-			}
-		case <-timer.C:
-			set, err := runbook.LoadDir(dir)
-			for _, d := range runbook.AllDiagnostics(err) {
-				fmt.Fprintln(m.Stderr, d.String())
-			}
-			st.set(goodRunbooks(set, err))
-		}
-	}
-}
-
-// watchDirs watches root and every folder below it but hidden ones (.cairn
-// holds the journal, which changes on every run).
-func watchDirs(w *fsnotify.Watcher, root string) error {
-	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		if p != root && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir
-		}
-		return w.Add(p)
-	})
 }

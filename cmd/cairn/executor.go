@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/daemon"
 	"github.com/cairn-dev/cairn/executor/targets"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/site"
@@ -54,61 +54,18 @@ func openExecutor(ctx context.Context, f *execFlags, content string) (*targets.E
 	return targets.Open(ctx, cfg, content)
 }
 
-// store is the loaded content the daemon may run blocks of.
-type store struct {
-	mu  sync.RWMutex
-	rbs []*runbook.Runbook
-}
-
-func (s *store) Runbooks() []*runbook.Runbook {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.rbs
-}
-
-func (s *store) set(rbs []*runbook.Runbook) {
-	s.mu.Lock()
-	s.rbs = rbs
-	s.mu.Unlock()
-}
-
-// replace swaps in a re-parsed runbook (after write-back).
-func (s *store) replace(rb *runbook.Runbook) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*runbook.Runbook, 0, len(s.rbs))
-	for _, x := range s.rbs {
-		if x.Path == rb.Path {
-			x = rb
-		}
-		out = append(out, x)
-	}
-	s.rbs = out
-}
-
-// writeBack writes a verified run into the runbook's source and re-parses
-// it; errors are reported, never fatal.
-// writeBack writes rec's output into the Markdown and records the outcome
-// in rec.WriteBack and the journal, so that the page and the API say when
-// it failed.
-func writeBack(log io.Writer, st *store, j *executor.Journal, rb *runbook.Runbook, rec *executor.Record) {
-	src, err := executor.WriteBack(rb, rec)
-	rec.WriteBack = "written"
+// writeBack writes rec's output into the Markdown (recorded in rec and
+// the journal) and swaps the re-read runbook into st; errors are reported,
+// never fatal.
+func writeBack(log io.Writer, st *daemon.Store, j *executor.Journal, rb *runbook.Runbook, rec *executor.Record) {
+	nrb, err := executor.WriteBackRecorded(j, rb, rec)
 	if err != nil {
-		rec.WriteBack = err.Error()
 		fmt.Fprintf(log, "write-back: %v\n", err)
 	}
-	if j != nil {
-		if jerr := j.SetWriteBack(rec.ID, rec.WriteBack); jerr != nil {
-			fmt.Fprintf(log, "write-back: %v\n", jerr)
-		}
-	}
-	if err != nil {
+	if nrb == nil {
 		return
 	}
-	if nrb, err := runbook.Parse(rb.Path, src); err == nil {
-		st.replace(nrb)
-	}
+	st.Replace(nrb)
 	fmt.Fprintf(log, "wrote verified output of %s into %s\n", rec.Block, rb.Path)
 }
 

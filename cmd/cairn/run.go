@@ -105,18 +105,11 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	opt := executor.PlanOptions{Params: given, Prompter: term, Yes: *yes}
 	if ef.writeBack || rb.Meta.WriteBack {
 		opt.WriteBack = func(rb *runbook.Runbook, rec *executor.Record) (*runbook.Runbook, error) {
-			src, err := executor.WriteBack(rb, rec)
-			outcome := "written"
+			nrb, err := executor.WriteBackRecorded(e.Journal, rb, rec)
 			if err != nil {
-				outcome = err.Error()
 				fmt.Fprintf(m.Stderr, "  write-back: %v\n", err)
 			}
-			_ = e.Journal.SetWriteBack(rec.ID, outcome)
-			if err != nil {
-				return nil, err
-			}
-			nrb, _ := runbook.Parse(rb.Path, src)
-			return nrb, nil
+			return nrb, err
 		}
 	}
 	res, err := e.RunPlan(ctx, p, opt, term)

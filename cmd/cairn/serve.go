@@ -48,7 +48,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	sopts := site.ServerOptions{Addr: fmt.Sprintf("127.0.0.1:%d", *port), ThemeDir: sf.theme, Log: m.Stderr}
 
 	var d *daemon.Server
-	st := &store{}
+	st := &daemon.Store{}
 	var srv *site.Server
 	if !*noExec {
 		x, err := openExecutor(ctx, &ef, sf.content)
@@ -81,7 +81,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 		sopts.API = d.Handler()
 		sopts.OnUpdate = func(res *site.Result, err error) {
 			if res != nil {
-				st.set(res.Runbooks)
+				st.Set(res.Runbooks)
 			}
 		}
 		sopts.Ready = func(url string) {
