@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairn-dev/cairn/runbook"
 )
@@ -108,55 +109,53 @@ type similarLine struct {
 	text     string
 }
 
-var spaceRun = regexp.MustCompile(`[ \t]+`)
-
+// compileSimilar compiles a template's lines (runbook.ParseSimilar) to
+// RE2, one expression per line.
 func compileSimilar(tmpl string) []similarLine {
 	var out []similarLine
-	for _, line := range strings.Split(strings.TrimRight(tmpl, "\n"), "\n") {
-		t := strings.TrimSpace(line)
-		if t == "" {
-			continue
-		}
-		if t == "..." || t == "…" {
-			out = append(out, similarLine{anyLines: true, text: t})
+	for _, l := range runbook.ParseSimilar(tmpl) {
+		if l.AnyLines {
+			out = append(out, similarLine{anyLines: true, text: l.Text})
 			continue
 		}
 		var b strings.Builder
-		b.WriteString(`^\s*`)
-		rest := spaceRun.ReplaceAllString(t, " ")
-		for len(rest) > 0 {
-			switch {
-			case strings.HasPrefix(rest, "..."):
+		// RE2's \s has no \v: the set is spelled out (runbook.SimilarSpace).
+		const sp = `[\t\n\v\f\r ]`
+		b.WriteString(`^` + sp + `*`)
+		for _, tk := range l.Tokens {
+			switch tk.Kind {
+			case runbook.SimAny:
 				b.WriteString(`.*`)
-				rest = rest[3:]
-			case rest[0] == ' ':
-				b.WriteString(`\s+`)
-				rest = rest[1:]
-			case rest[0] == '<':
-				end := strings.IndexByte(rest, '>')
-				if end > 1 && !strings.ContainsAny(rest[:end], " \t") {
-					b.WriteString(`\S+`)
-					rest = rest[end+1:]
-					continue
-				}
-				b.WriteString(regexp.QuoteMeta("<"))
-				rest = rest[1:]
+			case runbook.SimSpace:
+				b.WriteString(sp + `+`)
+			case runbook.SimWord:
+				b.WriteString(`[^\t\n\v\f\r ]+`)
 			default:
-				n := strings.IndexAny(rest, " <")
-				if d := strings.Index(rest, "..."); d >= 0 && (n < 0 || d < n) {
-					n = d
-				}
-				if n <= 0 {
-					n = len(rest)
-				}
-				b.WriteString(regexp.QuoteMeta(rest[:n]))
-				rest = rest[n:]
+				b.WriteString(quoteBytes(tk.Text))
 			}
 		}
-		b.WriteString(`\s*$`)
-		out = append(out, similarLine{re: regexp.MustCompile(b.String()), text: t})
+		b.WriteString(sp + `*$`)
+		out = append(out, similarLine{re: regexp.MustCompile(b.String()), text: l.Text})
 	}
 	return out
+}
+
+// quoteBytes quotes text for RE2 as QuoteMeta does, with each byte that
+// is not UTF-8 written as U+FFFD, which is what RE2 reads such a byte of
+// the output as (a template is matched byte for byte, as the script's awk
+// does in the C locale).
+func quoteBytes(text string) string {
+	var b strings.Builder
+	for len(text) > 0 {
+		r, n := utf8.DecodeRuneInString(text)
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString(`\x{FFFD}`)
+		} else {
+			b.WriteString(regexp.QuoteMeta(text[:n]))
+		}
+		text = text[n:]
+	}
+	return b.String()
 }
 
 // Similar reports whether output matches an "output is similar to" template:
@@ -169,7 +168,7 @@ func Similar(tmpl, output string) (bool, string) {
 	pat := compileSimilar(tmpl)
 	var lines []string
 	for _, l := range strings.Split(output, "\n") {
-		if strings.TrimSpace(l) != "" {
+		if !runbook.SimilarBlank(l) {
 			lines = append(lines, l)
 		}
 	}

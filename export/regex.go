@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 // Exported scripts check RE2 expressions with GNU grep -P (PCRE2), which
@@ -102,66 +104,42 @@ func pcreCapture(re *regexp.Regexp) (string, error) {
 	return out, nil
 }
 
-// similarLine is one line of a match=similar template, compiled for the
-// script's awk: "A" for a "..." line, else "R" and a POSIX ERE.
+// similarPatterns compiles a match=similar template's lines
+// (runbook.ParseSimilar, as the executor reads them) for the script's awk:
+// "A" for a "..." line, else "R" and a POSIX ERE.
 func similarPatterns(tmpl string) (pats, texts []string) {
-	for _, line := range strings.Split(strings.TrimRight(tmpl, "\n"), "\n") {
-		t := strings.TrimSpace(line)
-		if t == "" {
-			continue
-		}
+	for _, l := range runbook.ParseSimilar(tmpl) {
 		// Tabs and newlines cannot travel in the newline-separated lists.
 		text := strings.Map(func(r rune) rune {
 			if r < 0x20 || r == 0x7f {
 				return ' '
 			}
 			return r
-		}, t)
-		if t == "..." || t == "…" {
+		}, l.Text)
+		texts = append(texts, text)
+		if l.AnyLines {
 			pats = append(pats, "A")
-			texts = append(texts, text)
 			continue
 		}
 		var b strings.Builder
 		b.WriteString("R^[[:space:]]*")
-		rest := spaceRun.ReplaceAllString(t, " ")
-		for len(rest) > 0 {
-			switch {
-			case strings.HasPrefix(rest, "..."):
+		for _, tk := range l.Tokens {
+			switch tk.Kind {
+			case runbook.SimAny:
 				b.WriteString(".*")
-				rest = rest[3:]
-			case rest[0] == ' ':
+			case runbook.SimSpace:
 				b.WriteString("[[:space:]]+")
-				rest = rest[1:]
-			case rest[0] == '<':
-				end := strings.IndexByte(rest, '>')
-				if end > 1 && !strings.ContainsAny(rest[:end], " \t") {
-					b.WriteString("[^[:space:]]+")
-					rest = rest[end+1:]
-					continue
-				}
-				b.WriteString(ereQuote("<"))
-				rest = rest[1:]
+			case runbook.SimWord:
+				b.WriteString("[^[:space:]]+")
 			default:
-				n := strings.IndexAny(rest, " <")
-				if d := strings.Index(rest, "..."); d >= 0 && (n < 0 || d < n) {
-					n = d
-				}
-				if n <= 0 {
-					n = len(rest)
-				}
-				b.WriteString(ereQuote(rest[:n]))
-				rest = rest[n:]
+				b.WriteString(ereQuote(tk.Text))
 			}
 		}
 		b.WriteString("[[:space:]]*$")
 		pats = append(pats, b.String())
-		texts = append(texts, text)
 	}
 	return pats, texts
 }
-
-var spaceRun = regexp.MustCompile(`[ \t]+`)
 
 // ereQuote quotes s as literal text of an awk ERE: metacharacters in
 // brackets, backslash and caret escaped (they are special in brackets).

@@ -89,6 +89,15 @@ func TestSimilarMatchesExecutor(t *testing.T) {
 		[2]string{"b\na\n", "a\nb\n"},
 		[2]string{"<a b> c\n", "<a b> c\n"},
 		[2]string{"\t spaced   out \n", "spaced out"},
+		// White space is ASCII on both sides (runbook.SimilarSpace): a
+		// no-break space is text, a vertical tab is space.
+		[2]string{"a\u00a0b\n", "a\u00a0b\n"},
+		[2]string{"a b\n", "a\u00a0b\n"},
+		[2]string{"\u2001 0\n", "0\n"},
+		[2]string{"x\n", "\u00a0\nx\n"},
+		[2]string{"<\v>\n", "<\v>\n"},
+		[2]string{"a <v> b\n", "a \vq b\n"},
+		[2]string{"caf\xe8 <v>\n", "caf\xe8 1\n"},
 	)
 	for i, c := range cases {
 		want, _ := executor.Similar(c[0], c[1])

@@ -3,6 +3,7 @@ package runbook
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +85,28 @@ func FuzzShellRefs(f *testing.F) {
 		got := ShowShell(s, map[string]string{"A": "x y", "B": ""})
 		if refs == nil && got != s {
 			t.Fatalf("ShowShell changed a script without references: %q -> %q", s, got)
+		}
+	})
+}
+
+// FuzzParseSimilar: a template's lines come back trimmed and whole; a
+// line is "..." or has tokens, and its literal pieces are its own text.
+func FuzzParseSimilar(f *testing.F) {
+	f.Add("Initialized <thing> in <n> ms\n...\ndone\n")
+	f.Add("a ... b <x y> <>\n\t…\n")
+	f.Fuzz(func(t *testing.T, tmpl string) {
+		for _, l := range ParseSimilar(tmpl) {
+			if l.Text == "" || l.Text != strings.TrimSpace(l.Text) {
+				t.Fatalf("line %q not trimmed or empty", l.Text)
+			}
+			if !l.AnyLines && len(l.Tokens) == 0 {
+				t.Fatalf("line %q has no tokens", l.Text)
+			}
+			for _, tk := range l.Tokens {
+				if tk.Kind == SimLiteral && !strings.Contains(l.Text, tk.Text) {
+					t.Fatalf("literal %q is not in line %q", tk.Text, l.Text)
+				}
+			}
 		}
 	})
 }
