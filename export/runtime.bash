@@ -890,7 +890,7 @@ cairn_kube_wait() {
 	while :; do
 		left=$((deadline - SECONDS))
 		((left < 1)) && left=1
-		out=$(cairn_kctl wait "$@" --timeout="${left}s" 2>&1)
+		out=$(cairn_kctl "$@" --timeout="${left}s" 2>&1)
 		rc=$?
 		if ((rc != 0 && SECONDS < deadline)) && [[ $out == *NotFound* || $out == *'not found'* || $out == *'no matching resources'* ]]; then
 			sleep 1

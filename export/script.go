@@ -623,20 +623,6 @@ func attr(s string) string {
 // and the selection its JSONPath checks read.
 func (g *gen) kube(b *runbook.Block, secs string) {
 	g.p("%s() {\n", fn("kube", b))
-	g.p("\tlocal -a a=()\n")
-	ns := func() {
-		if b.Namespace != "" {
-			g.p("\ta+=(-n %s)\n", attr(b.Namespace))
-		}
-	}
-	sel := func() {
-		if b.Selector != "" {
-			g.p("\ta+=(-l %s)\n", attr(b.Selector))
-		}
-		if b.FieldSelector != "" {
-			g.p("\ta+=(--field-selector %s)\n", attr(b.FieldSelector))
-		}
-	}
 	rt := "--request-timeout=" + secs + "s"
 	switch b.Action {
 	case "apply":
@@ -644,68 +630,40 @@ func (g *gen) kube(b *runbook.Block, secs string) {
 		g.p("\tif [[ -n $cairn_disp ]]; then\n")
 		g.p("\t\tcairn_dry_show \"kubectl --context ${cairn_kube_ctx:-(current)} apply --server-side --field-manager=cairn --force-conflicts -f - with\" \"$m\"\n\t\treturn 0\n\tfi\n")
 		g.p("\tcairn_kube_apply \"$m\"\n")
-	case "get", "delete", "patch", "scale":
-		if b.Name != "" {
-			g.p("\ta+=(%s %s)\n", attr(b.Kind), attr(b.Name))
-		} else {
-			g.p("\ta+=(%s)\n", attr(b.Kind))
+	case "get", "delete", "patch", "scale", "wait":
+		if b.Action == "delete" && b.Name == "" && b.Selector == "" && b.FieldSelector == "" {
+			g.fail(b, "delete needs name=, selector= or field-selector=")
 		}
-		ns()
-		sel()
+		// The arguments the copied command has too (runbook.KubectlArgs).
+		g.p("\tlocal -a a=(%s)\n", kubectlWords(runbook.KubectlArgs(b)))
+		if b.Action == "patch" {
+			g.p("\ta+=(-p \"$(cairn_json_fill \"$cairn_refs\" \"$cairn_json\" \"$cairn_disp\")\")\n")
+		}
+		if b.Action == "wait" {
+			g.p("\tif [[ -n $cairn_disp ]]; then\n\t\tcairn_say \"  would run: kubectl --context ${cairn_kube_ctx:-(current)}$(printf ' %%q' \"${a[@]}\") --timeout=%ss (waiting for the objects to exist first)\"\n\t\treturn 0\n\tfi\n", secs)
+			g.p("\tcairn_kube_wait %s \"${a[@]}\"\n", secs)
+			break
+		}
+		g.p("\tif [[ -n $cairn_disp ]]; then\n\t\tcairn_say \"  would run: kubectl --context ${cairn_kube_ctx:-(current)}$(printf ' %%q' \"${a[@]}\")\"\n\t\treturn 0\n\tfi\n")
 		switch b.Action {
 		case "get":
-			if b.JSONPath != "" {
-				g.p("\ta+=(-o %s)\n", q("jsonpath="+b.JSONPath))
-			} else {
-				g.p("\ta+=(-o yaml)\n")
-			}
-		case "delete":
-			if b.Name == "" && b.Selector == "" && b.FieldSelector == "" {
-				g.fail(b, "delete needs name=, selector= or field-selector=")
-			}
-			g.p("\ta+=(--wait=false)\n")
-		case "patch":
-			pt := b.PatchType
-			if pt == "" {
-				pt = "strategic"
-			}
-			g.p("\ta+=(--type %s -p \"$(cairn_json_fill \"$cairn_refs\" \"$cairn_json\" \"$cairn_disp\")\")\n", q(pt))
-		case "scale":
-			g.p("\ta+=(--replicas=%s)\n", attr(b.Replicas))
-		}
-		g.p("\tif [[ -n $cairn_disp ]]; then\n\t\tcairn_say \"  would run: kubectl --context ${cairn_kube_ctx:-(current)} %s$(printf ' %%q' \"${a[@]}\")\"\n\t\treturn 0\n\tfi\n", b.Action)
-		switch b.Action {
-		case "get":
-			g.p("\tlocal out rc\n\tout=$(cairn_kctl %s get \"${a[@]}\" 2>&1)\n\trc=$?\n\tprintf '%%s\\n' \"$out\"\n\treturn \"$rc\"\n", rt)
+			g.p("\tlocal out rc\n\tout=$(cairn_kctl %s \"${a[@]}\" 2>&1)\n\trc=$?\n\tprintf '%%s\\n' \"$out\"\n\treturn \"$rc\"\n", rt)
 		case "patch":
 			if b.PatchType == "" || b.PatchType == "strategic" {
 				// A custom resource takes no strategic merge patch: the
 				// executor sends a JSON merge patch then, and so does this.
-				g.p("\tlocal out rc\n\tout=$(cairn_kctl %s patch \"${a[@]}\" 2>&1)\n\trc=$?\n", rt)
+				g.p("\tlocal out rc i\n\tout=$(cairn_kctl %s \"${a[@]}\" 2>&1)\n\trc=$?\n", rt)
 				g.p("\tif ((rc != 0)) && [[ $out == *'strategic merge patch is not supported'* ]]; then\n")
 				g.p("\t\tprintf '%%s does not support strategic merge patch (a custom resource); sending it as a JSON merge patch\\n' %s\n", attr(b.Kind))
-				g.p("\t\ta=(\"${a[@]/#strategic/merge}\")\n\t\tout=$(cairn_kctl %s patch \"${a[@]}\" 2>&1)\n\t\trc=$?\n\tfi\n", rt)
+				g.p("\t\tfor i in \"${!a[@]}\"; do [[ ${a[i]} == --type ]] && a[i+1]=merge; done\n")
+				g.p("\t\tout=$(cairn_kctl %s \"${a[@]}\" 2>&1)\n\t\trc=$?\n\tfi\n", rt)
 				g.p("\tprintf '%%s\\n' \"$out\"\n\treturn \"$rc\"\n")
 			} else {
-				g.p("\tcairn_kctl %s patch \"${a[@]}\"\n", rt)
+				g.p("\tcairn_kctl %s \"${a[@]}\"\n", rt)
 			}
 		default:
-			g.p("\tcairn_kctl %s %s \"${a[@]}\"\n", rt, b.Action)
+			g.p("\tcairn_kctl %s \"${a[@]}\"\n", rt)
 		}
-	case "wait":
-		switch {
-		case b.Name != "":
-			g.p("\ta+=(%s/%s)\n", attr(b.Kind), attr(b.Name))
-		case b.All && b.Selector == "" && b.FieldSelector == "":
-			g.p("\ta+=(%s --all)\n", attr(b.Kind))
-		default:
-			g.p("\ta+=(%s)\n", attr(b.Kind))
-		}
-		ns()
-		sel()
-		g.p("\ta+=(--for=%s)\n", attr(b.For))
-		g.p("\tif [[ -n $cairn_disp ]]; then\n\t\tcairn_say \"  would run: kubectl --context ${cairn_kube_ctx:-(current)} wait$(printf ' %%q' \"${a[@]}\") --timeout=%ss (waiting for the objects to exist first)\"\n\t\treturn 0\n\tfi\n", secs)
-		g.p("\tcairn_kube_wait %s \"${a[@]}\"\n", secs)
 	default:
 		g.fail(b, "unknown kube action %q", b.Action)
 	}
@@ -723,22 +681,25 @@ func (g *gen) kube(b *runbook.Block, secs string) {
 	case "delete":
 		g.fail(b, "JSONPath checks, counts and captures on deleted objects cannot be exported")
 	default:
-		if b.Name != "" {
-			g.p("\tcairn_sel+=(%s %s)\n", attr(b.Kind), attr(b.Name))
-		} else {
-			g.p("\tcairn_sel+=(%s)\n", attr(b.Kind))
-		}
-		if b.Namespace != "" {
-			g.p("\tcairn_sel+=(-n %s)\n", attr(b.Namespace))
-		}
-		if b.Selector != "" {
-			g.p("\tcairn_sel+=(-l %s)\n", attr(b.Selector))
-		}
-		if b.FieldSelector != "" {
-			g.p("\tcairn_sel+=(--field-selector %s)\n", attr(b.FieldSelector))
-		}
+		g.p("\tcairn_sel=(%s)\n", kubectlWords(runbook.KubectlSelection(b)))
 	}
 	g.p("}\n")
+}
+
+// kubectlWords writes kubectl arguments as words of a bash array.
+func kubectlWords(args []runbook.KubectlArg) string {
+	w := make([]string, len(args))
+	for i, a := range args {
+		switch a.Kind {
+		case runbook.ArgAttr:
+			w[i] = attr(a.Text)
+		case runbook.ArgQuoted:
+			w[i] = q(a.Text)
+		default:
+			w[i] = a.Text
+		}
+	}
+	return strings.Join(w, " ")
 }
 
 func hasJSONPathCapture(b *runbook.Block) bool {

@@ -386,81 +386,26 @@ func (w *builder) kubeAction() {
 	if ctx != "" {
 		c.WriteString(" --context " + runbook.ShellWord(ctx))
 	}
-	arg := func(s string) { c.WriteString(" " + w.wordText(s, false)) }
-	lit := func(s string) { c.WriteString(" " + s) }
-	ns := func() {
-		if b.Namespace != "" {
-			lit("-n")
-			arg(b.Namespace)
-		}
-	}
-	sel := func() {
-		if b.Selector != "" {
-			lit("-l")
-			arg(b.Selector)
-		}
-		if b.FieldSelector != "" {
-			lit("--field-selector")
-			arg(b.FieldSelector)
-		}
-	}
-	kindName := func() {
-		arg(b.Kind)
-		if b.Name != "" {
-			arg(b.Name)
+	for _, a := range runbook.KubectlArgs(b) {
+		switch a.Kind {
+		case runbook.ArgAttr:
+			c.WriteString(" " + w.wordText(a.Text, false))
+		case runbook.ArgQuoted:
+			c.WriteString(" " + runbook.ShellWord(a.Text))
+		default:
+			c.WriteString(" " + a.Text)
 		}
 	}
 	switch b.Action {
 	case "apply":
-		lit("apply --server-side --field-manager=cairn --force-conflicts")
-		ns()
-		lit("-f -")
 		w.manifest()
 		w.text("n=0\nuntil CAIRN_OUT=$(printf '%s\\n' \"$CAIRN_M\" | " + c.String() + " 2>&1); do\n" + applyRetry)
 		return
 	case "patch":
-		lit("patch")
-		kindName()
-		ns()
-		pt := b.PatchType
-		if pt == "" {
-			pt = "strategic"
-		}
-		lit("--type " + pt + " --patch-file /dev/stdin")
 		w.manifest()
-		w.text("printf '%s\\n' \"$CAIRN_M\" | " + c.String() + "\n")
+		w.text("printf '%s\\n' \"$CAIRN_M\" | " + c.String() + " --patch-file /dev/stdin\n")
 		return
-	case "get":
-		lit("get")
-		kindName()
-		ns()
-		sel()
-		if b.JSONPath != "" {
-			// Taken as written, as the kube runner takes it: no values in it.
-			lit("-o " + runbook.ShellWord("jsonpath="+b.JSONPath))
-		} else {
-			lit("-o yaml")
-		}
-	case "delete":
-		lit("delete")
-		kindName()
-		ns()
-		sel()
-		lit("--wait=false")
-	case "scale":
-		lit("scale")
-		kindName()
-		ns()
-		arg("--replicas=" + b.Replicas)
 	case "wait":
-		lit("wait")
-		kindName()
-		if b.All {
-			lit("--all")
-		}
-		ns()
-		sel()
-		arg("--for=" + b.For)
 		// kubectl wait fails at once on an object that does not exist yet;
 		// the runner waits for it to appear within the block's timeout.
 		secs := int(b.Timeout.Seconds())
