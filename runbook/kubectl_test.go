@@ -7,7 +7,7 @@ import (
 
 // TestKubectlArgs: each action's kubectl arguments, as the copied command
 // and the exported script both write them (attribute values in {}, words
-// that are quoted but not expanded in '').
+// that are quoted but not expanded in ”).
 func TestKubectlArgs(t *testing.T) {
 	for _, tc := range []struct{ attrs, want string }{
 		{`action=get kind=Pod name=web namespace="${NS}"`, "get {Pod} {web} -n {${NS}} -o yaml"},
