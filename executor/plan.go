@@ -91,7 +91,7 @@ func NewPlan(rb *runbook.Runbook, sel Selection) (*Plan, error) {
 type Prompt struct {
 	Block   *runbook.Block
 	Message string // the block's confirm= text (or a default); "" for a manual step
-	Where   string // where it runs: the kube context, the hosts, this machine
+	Where   string // where it runs: the kube context, the hosts, this machine ("" for a manual step)
 	What    string // the command it runs, or the manual step's text
 }
 
@@ -220,7 +220,7 @@ func (e *Engine) RunPlan(ctx context.Context, p *Plan, opt PlanOptions, sink Pla
 		}
 		if b.Target == runbook.TargetManual {
 			if !opt.Yes {
-				pr := &Prompt{Block: b, Where: e.WhereShown(rb, b, values), What: ManualShown(rb, b, values)}
+				pr := &Prompt{Block: b, What: ManualShown(rb, b, values)}
 				if err := opt.Prompter.Manual(ctx, pr); err != nil {
 					return res, err
 				}
@@ -334,11 +334,6 @@ func (e *Engine) WhereShown(rb *runbook.Runbook, b *runbook.Block, values map[st
 			w += " (sudo)"
 		}
 		return w
-	case runbook.TargetManual:
-		if b.Hosts != "" {
-			return "by hand on " + strings.Join(runbook.SplitHosts(values[b.Hosts]), " ")
-		}
-		return "by hand"
 	}
 	return "this machine"
 }

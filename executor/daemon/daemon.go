@@ -239,6 +239,16 @@ func (s *Server) runbook(slug string) *runbook.Runbook {
 	return nil
 }
 
+// loaded finds a loaded runbook by slug, or answers 404 unknown_runbook
+// and returns nil.
+func (s *Server) loaded(w http.ResponseWriter, slug string) *runbook.Runbook {
+	rb := s.runbook(slug)
+	if rb == nil {
+		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", slug)
+	}
+	return rb
+}
+
 type blockInfo struct {
 	ID      string `json:"id"`
 	Hash    string `json:"hash"`
@@ -273,9 +283,8 @@ func (s *Server) listRunbooks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) results(w http.ResponseWriter, r *http.Request) {
-	rb := s.runbook(r.PathValue("slug"))
+	rb := s.loaded(w, r.PathValue("slug"))
 	if rb == nil {
-		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", r.PathValue("slug"))
 		return
 	}
 	latest, last := map[string]executor.Record{}, map[string]executor.Record{}
@@ -303,9 +312,8 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) target(w http.ResponseWriter, r *http.Request) {
-	rb := s.runbook(r.PathValue("slug"))
+	rb := s.loaded(w, r.PathValue("slug"))
 	if rb == nil {
-		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", r.PathValue("slug"))
 		return
 	}
 	out := map[string]any{}
@@ -405,9 +413,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		badBody(w, err)
 		return
 	}
-	rb := s.runbook(req.Runbook)
+	rb := s.loaded(w, req.Runbook)
 	if rb == nil {
-		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", req.Runbook)
 		return
 	}
 	run, err := s.Engine.Prepare(executor.Request{Runbook: rb, BlockID: req.Block, Hash: req.Hash, Params: req.Params, Confirmed: req.Confirm})
@@ -520,8 +527,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	slug := r.URL.Query().Get("runbook")
-	if slug != "" && s.runbook(slug) == nil {
-		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", slug)
+	if slug != "" && s.loaded(w, slug) == nil {
 		return
 	}
 	var recs []executor.Record

@@ -70,9 +70,8 @@ func (s *Server) startPlan(w http.ResponseWriter, r *http.Request) {
 		badBody(w, err)
 		return
 	}
-	rb := s.runbook(req.Runbook)
+	rb := s.loaded(w, req.Runbook)
 	if rb == nil {
-		fail(w, http.StatusNotFound, "unknown_runbook", "no runbook %q in the loaded content", req.Runbook)
 		return
 	}
 	p, err := executor.NewPlan(rb, executor.Selection{Step: req.Step, From: req.From, Block: req.Block})
@@ -102,7 +101,6 @@ func (s *Server) startPlan(w http.ResponseWriter, r *http.Request) {
 	ps := &planStream{s: s, lr: lr}
 	opt := executor.PlanOptions{Params: req.Params, Prompter: pr, Hashes: req.Hashes,
 		WriteBack: func(rb *runbook.Runbook, rec *executor.Record) (*runbook.Runbook, error) {
-			ps.reported = rec.ID
 			if s.OnRecord != nil {
 				s.OnRecord(rb, rec)
 			}
@@ -168,10 +166,9 @@ func (p *pagePrompter) Manual(_ context.Context, pr *executor.Prompt) error {
 // (its events at /api/runs/{id}/events, journaled), and the plan's stream
 // says which block runs and how each ended.
 type planStream struct {
-	s        *Server
-	lr       *liveRun // the plan's
-	cur      *liveRun // the running block's
-	reported string   // the run id OnRecord was called for (write-back)
+	s   *Server
+	lr  *liveRun // the plan's
+	cur *liveRun // the running block's
 }
 
 // planBlock is the data of a plan's "block" and "outcome" events.
@@ -201,7 +198,8 @@ func (ps *planStream) Start(r *executor.Run) executor.Sink {
 func (ps *planStream) Done(o executor.Outcome) {
 	pb := planBlock{Block: o.Block.ID, Skip: o.Skip, Why: o.Why}
 	if rec := o.Record; rec != nil {
-		if rb := ps.s.runbook(ps.lr.runbook); rb != nil && ps.s.OnRecord != nil && ps.reported != rec.ID {
+		// A verified record went to OnRecord through the WriteBack hook.
+		if rb := ps.s.runbook(ps.lr.runbook); rb != nil && ps.s.OnRecord != nil && rec.Status != executor.StatusVerified {
 			ps.s.OnRecord(rb, rec)
 		}
 		ps.cur.finish(rec)
