@@ -24,55 +24,6 @@ const (
 	DefaultInterval = 5 * time.Second
 )
 
-// keyUse says where a block attribute may appear.
-type keyUse struct {
-	repeat  bool
-	targets []Target // nil: any executable block
-	roles   []Role   // nil: RoleExec
-}
-
-var (
-	anyRole    = []Role{RoleDisplay, RoleExec, RoleExpected, RoleOutput}
-	outputRole = []Role{RoleOutput}
-	blockKeys  = map[string]keyUse{
-		"id": {roles: anyRole}, "title": {roles: anyRole}, "linenos": {roles: anyRole},
-		"target": {}, "timeout": {}, "confirm": {}, "when": {}, "retries": {}, "interval": {},
-		"concurrent":          {},
-		"always":              {},
-		"expect.exit":         {},
-		"expect.contains":     {repeat: true},
-		"expect.not-contains": {repeat: true},
-		"expect.match":        {repeat: true},
-		"expect.jsonpath":     {repeat: true, targets: []Target{TargetKube}},
-		"expect.count":        {targets: []Target{TargetKube}},
-		"expect.lease":        {targets: []Target{TargetKube}},
-		"secret":              {},
-		"redact":              {repeat: true},
-		"hosts":               {targets: []Target{TargetSSH}},
-		"parallel":            {targets: []Target{TargetSSH}},
-		"sudo":                {targets: []Target{TargetSSH}},
-		"from":                {targets: []Target{TargetSSH}},
-		"action":              {targets: []Target{TargetSSH, TargetKube}},
-		"kind":                {targets: []Target{TargetKube}},
-		"name":                {targets: []Target{TargetKube}},
-		"namespace":           {targets: []Target{TargetKube}},
-		"selector":            {targets: []Target{TargetKube}},
-		"field-selector":      {targets: []Target{TargetKube}},
-		"jsonpath":            {targets: []Target{TargetKube}},
-		"patch-type":          {targets: []Target{TargetKube}},
-		"replicas":            {targets: []Target{TargetKube}},
-		"for":                 {targets: []Target{TargetKube}},
-		"all":                 {targets: []Target{TargetKube}},
-		"expected":            {roles: []Role{RoleExpected}},
-		"match":               {roles: []Role{RoleExpected}},
-		"output":              {roles: outputRole},
-		"status":              {roles: outputRole}, "at": {roles: outputRole}, "host": {roles: outputRole},
-		"context": {roles: outputRole}, "exit": {roles: outputRole}, "duration": {roles: outputRole},
-	}
-	shellLangs  = []string{"bash", "sh", "shell"}
-	kubeActions = []string{"apply", "get", "patch", "delete", "scale", "wait"}
-)
-
 // runmeKeys are Runme's cell attributes that mean nothing to Cairn ("name"
 // is handled apart: it is the block id).
 var runmeKeys = map[string]bool{
@@ -149,16 +100,6 @@ func (p *parseState) jsonAttrs(s string, off int) []Attr {
 		}
 	}
 	return attrs
-}
-
-func knownKeys() []string {
-	keys := make([]string, 0, len(blockKeys)+1)
-	for k := range blockKeys {
-		keys = append(keys, k)
-	}
-	keys = append(keys, "capture.NAME")
-	sort.Strings(keys)
-	return keys
 }
 
 func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeBlock {
@@ -250,9 +191,63 @@ func (p *parseState) newBlock(n *gast.FencedCodeBlock, ctx walkCtx) *rbast.CodeB
 	return node
 }
 
+// blockAttrs reads a fenced block's attributes into b: its role and
+// target, which keys it keeps (filterAttrs), its id, their values (each
+// key's set function in blockKeyTable), then the checks of its role.
 func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 	pos := func(a Attr) Pos { return p.at(off + a.Off) }
-	// Role first: it decides which keys are allowed.
+	p.blockRole(b, attrs, pos)
+	seen, kept := p.filterAttrs(b, attrs, pos)
+	p.defaultID(b)
+	b.Attrs = kept
+	b.Timeout = DefaultTimeout
+	b.Interval = DefaultInterval
+	st := &attrState{}
+	for _, a := range kept {
+		key := a.Key
+		if strings.HasPrefix(key, "capture.") {
+			key = "capture."
+		}
+		blockKeys[key].set(&attrCtx{p: p, b: b, a: a, pos: pos(a), off: off, st: st})
+	}
+	p.markSecrets(b, st, pos)
+	p.checkLeaderMigration(b)
+	switch b.Role {
+	case RoleExec:
+		if b.Step != nil {
+			b.Step.Blocks = append(b.Step.Blocks, b)
+			b.When = And(b.Step.When, ctx.when, st.when)
+		} else {
+			b.When = And(ctx.when, st.when)
+		}
+		p.checkTarget(b, seen, pos)
+		p.checkRefs(b)
+		p.checkEmptyGreen(b)
+		p.checkStdin(b)
+		for _, c := range b.Captures {
+			if _, ok := p.captures[c.Name]; !ok {
+				p.captures[c.Name] = b
+			}
+		}
+		p.lastExec = b
+	case RoleExpected, RoleOutput:
+		if b.OutputOf == "" {
+			if p.lastExec == nil {
+				what := "{expected}"
+				if b.Role == RoleOutput {
+					what = "{output}"
+				}
+				p.errf(b.Pos, "%s has no executable block before it in this step; name one: {expected=BLOCK-ID}", what)
+			} else {
+				b.OutputOf = p.lastExec.ID
+			}
+		}
+	}
+}
+
+// blockRole sets the role and target first: they decide which keys are
+// allowed.
+func (p *parseState) blockRole(b *Block, attrs []Attr, pos func(Attr) Pos) {
 	for _, a := range attrs {
 		switch a.Key {
 		case "target":
@@ -277,12 +272,12 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 			}
 		}
 	}
-	name := func() string {
-		if b.ID != "" {
-			return fmt.Sprintf("block %q", b.ID)
-		}
-		return "block"
-	}
+}
+
+// filterAttrs keeps the attributes that are known and allowed on this
+// block (the others are reported), sets an explicit id, and returns the
+// kept ones with the first of each key.
+func (p *parseState) filterAttrs(b *Block, attrs []Attr, pos func(Attr) Pos) (map[string]Attr, []Attr) {
 	seen := map[string]Attr{}
 	var kept []Attr
 	for _, a := range attrs {
@@ -304,7 +299,6 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 		}
 		key := a.Key
 		if strings.HasPrefix(key, "capture.") {
-			key = "capture."
 			if b.Role != RoleExec {
 				p.errf(pos(a), "%s needs target=...: only executable blocks capture values", a.Key)
 				continue
@@ -326,29 +320,7 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 			continue
 		}
 		seen[key] = a
-		roles := use.roles
-		if roles == nil {
-			roles = []Role{RoleExec}
-		}
-		if !containsRole(roles, b.Role) {
-			switch {
-			case containsRole(roles, RoleExec) && b.Role == RoleDisplay:
-				p.errf(pos(a), "attribute %q needs target=... (local, ssh, kube or manual); without a target a block is display-only", key)
-			case roles[0] == RoleExpected:
-				p.errf(pos(a), "attribute %q belongs on an expected-output block {expected=ID}", key)
-			case roles[0] == RoleOutput:
-				p.errf(pos(a), "attribute %q belongs on a recorded-output block {output=ID}", key)
-			default:
-				p.errf(pos(a), "attribute %q is not allowed on an expected or recorded output block", key)
-			}
-			continue
-		}
-		if use.targets != nil && b.Role == RoleExec && !containsTarget(use.targets, b.Target) && b.Target != "" {
-			ts := make([]string, len(use.targets))
-			for i, t := range use.targets {
-				ts[i] = "target=" + string(t)
-			}
-			p.errf(pos(a), "attribute %q applies only to %s, not target=%s", key, strings.Join(ts, " or "), b.Target)
+		if !p.keyAllowed(b, use, pos(a)) {
 			continue
 		}
 		if key == "id" {
@@ -359,7 +331,43 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 		}
 		kept = append(kept, a)
 	}
+	return seen, kept
+}
 
+// keyAllowed reports whether a key may stand on this block's role and
+// target, and says why not when it may not.
+func (p *parseState) keyAllowed(b *Block, use *blockKey, at Pos) bool {
+	roles := use.roles
+	if roles == nil {
+		roles = []Role{RoleExec}
+	}
+	if !containsRole(roles, b.Role) {
+		switch {
+		case containsRole(roles, RoleExec) && b.Role == RoleDisplay:
+			p.errf(at, "attribute %q needs target=... (local, ssh, kube or manual); without a target a block is display-only", use.name)
+		case roles[0] == RoleExpected:
+			p.errf(at, "attribute %q belongs on an expected-output block {expected=ID}", use.name)
+		case roles[0] == RoleOutput:
+			p.errf(at, "attribute %q belongs on a recorded-output block {output=ID}", use.name)
+		default:
+			p.errf(at, "attribute %q is not allowed on an expected or recorded output block", use.name)
+		}
+		return false
+	}
+	if use.targets != nil && b.Role == RoleExec && !containsTarget(use.targets, b.Target) && b.Target != "" {
+		ts := make([]string, len(use.targets))
+		for i, t := range use.targets {
+			ts[i] = "target=" + string(t)
+		}
+		p.errf(at, "attribute %q applies only to %s, not target=%s", use.name, strings.Join(ts, " or "), b.Target)
+		return false
+	}
+	return true
+}
+
+// defaultID names an executable block without an id after its step:
+// <step>-<n>, the n-th executable block of the step.
+func (p *parseState) defaultID(b *Block) {
 	if b.Role == RoleExec && b.ID == "" {
 		prefix := "intro"
 		if b.Step != nil {
@@ -387,196 +395,11 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 			p.blockIDs[b.ID] = b
 		}
 	}
+}
 
-	b.Attrs = kept
-	b.Timeout = DefaultTimeout
-	b.Interval = DefaultInterval
-	var when *Cond
-	var secretNames []string
-	var secretAttr Attr
-	for _, a := range kept {
-		ap := pos(a)
-		dur := func() time.Duration {
-			d, err := time.ParseDuration(a.Value)
-			if err != nil || d <= 0 {
-				p.errf(ap, "%s: %s %q: use a Go duration such as 30s or 5m", name(), a.Key, a.Value)
-				return 0
-			}
-			return d
-		}
-		boolean := func() bool {
-			switch a.Value {
-			case "true":
-				return true
-			case "false":
-				return false
-			}
-			p.errf(ap, "%s: %s must be true or false, not %q", name(), a.Key, a.Value)
-			return false
-		}
-		integer := func(min int) int {
-			v, err := strconv.Atoi(a.Value)
-			if err != nil || v < min {
-				p.errf(ap, "%s: %s must be an integer ≥ %d, not %q", name(), a.Key, min, a.Value)
-				return min
-			}
-			return v
-		}
-		regex := func() *regexp.Regexp {
-			if _, err := regexp.Compile(a.Value); err != nil {
-				p.errf(ap, "%s: %s: bad regular expression %q: %s", name(), a.Key, a.Value, reErr(err))
-				return nil
-			}
-			re, err := regexp.Compile("(?m)" + a.Value)
-			if err != nil {
-				p.errf(ap, "%s: %s: bad regular expression %q: %s", name(), a.Key, a.Value, reErr(err))
-				return nil
-			}
-			return re
-		}
-		switch key := a.Key; {
-		case key == "title":
-			b.Title = a.Value
-		case key == "linenos":
-			b.LineNos = boolean()
-		case key == "timeout":
-			if d := dur(); d > 0 {
-				b.Timeout = d
-			}
-		case key == "interval":
-			if d := dur(); d > 0 {
-				b.Interval = d
-			}
-		case key == "retries":
-			b.Retries = integer(0)
-		case key == "concurrent":
-			b.Concurrent = boolean()
-		case key == "always":
-			b.Always = boolean()
-		case key == "confirm":
-			b.Confirm = true
-			switch a.Value {
-			case "true":
-			case "false":
-				b.Confirm = false
-			default:
-				b.ConfirmMsg = a.Value
-			}
-		case key == "when":
-			when = p.cond(a.Value, ap, off+a.Off)
-		case key == "expect.exit":
-			if a.Value == "any" {
-				b.Expect.AnyExit = true
-			} else {
-				b.Expect.Exit = integer(0)
-			}
-		case key == "expect.contains":
-			b.Expect.Contains = append(b.Expect.Contains, a.Value)
-		case key == "expect.not-contains":
-			b.Expect.NotContains = append(b.Expect.NotContains, a.Value)
-		case key == "expect.match":
-			if re := regex(); re != nil {
-				b.Expect.Match = append(b.Expect.Match, re)
-			}
-		case key == "expect.jsonpath":
-			jc, err := ParseJSONPathCheck(a.Value)
-			if err != nil {
-				p.errf(ap, "%s: expect.jsonpath: %v", name(), err)
-			} else {
-				b.Expect.JSONPath = append(b.Expect.JSONPath, jc)
-			}
-		case key == "expect.count":
-			b.Expect.Count = integer(0)
-		case key == "expect.lease":
-			// "any": any holder; else a regular expression for holderIdentity.
-			if a.Value == "any" || a.Value == "" {
-				b.Expect.Lease = regexp.MustCompile(`.`)
-			} else if re := regex(); re != nil {
-				b.Expect.Lease = re
-			}
-		case strings.HasPrefix(key, "capture."):
-			cname := strings.TrimPrefix(key, "capture.")
-			c := &Capture{Name: cname}
-			switch {
-			case !paramNameRe.MatchString(cname):
-				p.errf(ap, "%s: capture name %q must match [A-Z][A-Z0-9_]* (it becomes an environment variable)", name(), cname)
-			case p.rb.ParamByName(cname) != nil:
-				p.errf(ap, "%s: capture %s has the name of a parameter; captures and parameters share one namespace", name(), cname)
-			case isReservedEnv(cname):
-				p.errf(ap, "%s: capture %s is a well-known environment variable; choose another name", name(), cname)
-			}
-			if jp, ok := strings.CutPrefix(a.Value, "jsonpath="); ok {
-				if err := checkJSONPath(jp); err != nil {
-					p.errf(ap, "%s: capture.%s: %v", name(), cname, err)
-				}
-				c.JSONPath = jp
-			} else if re := regex(); re != nil {
-				c.Regexp = re
-			}
-			b.Captures = append(b.Captures, c)
-		case key == "secret":
-			secretNames = strings.Fields(a.Value)
-			secretAttr = a
-		case key == "redact":
-			if re := regex(); re != nil {
-				b.Redact = append(b.Redact, re)
-			}
-		case key == "hosts":
-			b.Hosts = a.Value
-		case key == "parallel":
-			b.Parallel = integer(1)
-		case key == "sudo":
-			b.Sudo = boolean()
-		case key == "from":
-			b.From = a.Value
-		case key == "action":
-			b.Action = a.Value
-		case key == "kind":
-			b.Kind = a.Value
-		case key == "name":
-			b.Name = a.Value
-		case key == "namespace":
-			b.Namespace = a.Value
-		case key == "selector":
-			b.Selector = a.Value
-		case key == "field-selector":
-			b.FieldSelector = a.Value
-		case key == "jsonpath":
-			if err := checkJSONPath(a.Value); err != nil {
-				p.errf(ap, "%s: jsonpath: %v", name(), err)
-			}
-			b.JSONPath = a.Value
-		case key == "patch-type":
-			b.PatchType = a.Value
-			if !contains([]string{"strategic", "merge", "json"}, a.Value) {
-				p.errf(ap, "%s: patch-type %q is unknown (known: strategic, merge, json)", name(), a.Value)
-			}
-		case key == "replicas":
-			b.Replicas = a.Value
-		case key == "for":
-			b.For = a.Value
-			if err := checkWaitFor(a.Value); err != nil {
-				p.errf(ap, "%s: for: %v", name(), err)
-			}
-		case key == "all":
-			b.All = boolean()
-		case key == "expected" || key == "output":
-			if a.Value != "true" {
-				b.OutputOf = a.Value
-			}
-		case key == "match":
-			b.Match = a.Value
-			if a.Value != "similar" {
-				p.errf(ap, "match=%s is unknown; use match=similar (or leave it out to only show the output)", a.Value)
-			}
-		case b.Role == RoleOutput:
-			if b.Recorded == nil {
-				b.Recorded = map[string]string{}
-			}
-			b.Recorded[key] = a.Value
-		}
-	}
-	for _, s := range secretNames {
+// markSecrets marks the captures that secret= names.
+func (p *parseState) markSecrets(b *Block, st *attrState, pos func(Attr) Pos) {
+	for _, s := range st.secrets {
 		found := false
 		for _, c := range b.Captures {
 			if c.Name == s {
@@ -584,43 +407,10 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 			}
 		}
 		if !found {
-			p.errf(pos(secretAttr), "%s: secret: %s is not captured by this block (secret lists capture names)", name(), s)
+			p.errf(pos(st.secretAttr), "%s: secret: %s is not captured by this block (secret lists capture names)", blockName(b), s)
 		}
 	}
-	b.Secrets = secretNames
-
-	p.checkLeaderMigration(b)
-	switch b.Role {
-	case RoleExec:
-		if b.Step != nil {
-			b.Step.Blocks = append(b.Step.Blocks, b)
-			b.When = And(b.Step.When, ctx.when, when)
-		} else {
-			b.When = And(ctx.when, when)
-		}
-		p.checkTarget(b, seen, pos)
-		p.checkRefs(b)
-		p.checkEmptyGreen(b)
-		p.checkStdin(b)
-		for _, c := range b.Captures {
-			if _, ok := p.captures[c.Name]; !ok {
-				p.captures[c.Name] = b
-			}
-		}
-		p.lastExec = b
-	case RoleExpected, RoleOutput:
-		if b.OutputOf == "" {
-			if p.lastExec == nil {
-				what := "{expected}"
-				if b.Role == RoleOutput {
-					what = "{output}"
-				}
-				p.errf(b.Pos, "%s has no executable block before it in this step; name one: {expected=BLOCK-ID}", what)
-			} else {
-				b.OutputOf = p.lastExec.ID
-			}
-		}
-	}
+	b.Secrets = st.secrets
 }
 
 func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) Pos) {

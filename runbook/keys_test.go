@@ -1,0 +1,87 @@
+package runbook
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// keyTableRe finds a generated key table of docs/runbook-format.md.
+var keyTableRe = regexp.MustCompile(`(?s)(<!-- keys:(\w+):[^\n]*-->\n)(.*?)(<!-- /keys -->)`)
+
+// TestFormatKeyTables holds the format document's key tables to
+// blockKeyTable; -update rewrites them.
+func TestFormatKeyTables(t *testing.T) {
+	const path = "../docs/runbook-format.md"
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sections []string
+	got := keyTableRe.ReplaceAllStringFunc(string(doc), func(m string) string {
+		sm := keyTableRe.FindStringSubmatch(m)
+		sections = append(sections, sm[2])
+		return sm[1] + keyTable(sm[2]) + sm[4]
+	})
+	want := []string{docCommon, docExpect, docCapture, docSSH, docKube}
+	if !slices.Equal(sections, want) {
+		t.Fatalf("%s has generated key tables %v, want %v", path, sections, want)
+	}
+	if got == string(doc) {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s: the key tables differ from runbook/keys.go; run go test ./runbook -run TestFormatKeyTables -update", path)
+}
+
+// TestEveryKeyDocumented: each key of an executable block has a row of its
+// own or is named in another's (retries, interval); the keys of expected
+// and recorded output blocks are section 4's prose.
+func TestEveryKeyDocumented(t *testing.T) {
+	var labels strings.Builder
+	for _, k := range blockKeyTable {
+		for _, d := range k.docs {
+			labels.WriteString(k.name + " " + d.label + "\n")
+		}
+	}
+	for _, k := range blockKeyTable {
+		if k.set == nil {
+			t.Errorf("key %q has no set function", k.name)
+		}
+		if k.roles != nil && !slices.Contains(k.roles, RoleExec) {
+			continue
+		}
+		if !strings.Contains(labels.String(), "`"+k.name+"`") && len(k.docs) == 0 {
+			t.Errorf("key %q is in no table of docs/runbook-format.md; give it a keyDoc", k.name)
+		}
+	}
+}
+
+// TestKeyTableDiagnostics: the table decides which keys a block takes.
+func TestKeyTableDiagnostics(t *testing.T) {
+	for _, tc := range []struct{ info, want string }{
+		{"bash {target=local hosts=CP}", `attribute "hosts" applies only to target=ssh, not target=local`},
+		{"bash {target=ssh hosts=CP expect.count=2}", `attribute "expect.count" applies only to target=kube, not target=ssh`},
+		{"bash {target=local retires=3}", `unknown block attribute "retires"; did you mean "retries"?`},
+		{"bash {timeout=5m}", `attribute "timeout" needs target=...`},
+		{"text {expected match=exact}", "match=exact is unknown"},
+		{"bash {target=local expect.match=a expect.match=b timeout=1s timeout=2s}", `attribute "timeout" given twice`},
+		{"text {output=x status=verified retries=2}", `attribute "retries" is not allowed on an expected or recorded output block`},
+		{"bash {target=local parallel=2}", `attribute "parallel" applies only to target=ssh`},
+		{"bash {target=local interval=0s}", `block "intro-1": interval "0s": use a Go duration`},
+		{"bash {target=local always=yes}", `block "intro-1": always must be true or false, not "yes"`},
+	} {
+		src := "---\ntitle: t\nparams:\n  - name: CP\n    type: hosts\n---\n\n```" + tc.info + "\necho hi\n```\n"
+		_, err := Parse("t.md", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.info, err, tc.want)
+		}
+	}
+}
