@@ -211,7 +211,7 @@ func (p *parseState) blockAttrs(b *Block, attrs []Attr, off int, ctx walkCtx) {
 		blockKeys[key].set(&attrCtx{p: p, b: b, a: a, pos: pos(a), off: off, st: st})
 	}
 	p.markSecrets(b, st, pos)
-	p.checkLeaderMigration(b)
+	p.runLints(b)
 	switch b.Role {
 	case RoleExec:
 		if b.Step != nil {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/cairn-dev/cairn/executor/local"
+	// The content lints (runbook.RegisterLint) apply to every command.
+	_ "github.com/cairn-dev/cairn/lint"
 )
 
 // superviseCmd is the hidden command that runs a block's bash for the local

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	_ "github.com/cairn-dev/cairn/lint" // the bundled runbooks pass the content lints too
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/sandbox"
 	"github.com/cairn-dev/cairn/sandbox/testrig"

@@ -1,9 +1,14 @@
-package runbook
+package lint
 
 import (
 	"regexp"
+	"slices"
 	"strings"
+
+	"github.com/cairn-dev/cairn/runbook"
 )
+
+func init() { runbook.RegisterLint("leader-migration", LeaderMigration) }
 
 // Controller names a Leader Migration configuration may list. The
 // controller managers match them verbatim (aliases apply to --controllers
@@ -24,43 +29,34 @@ var (
 	leaderMigrationName = regexp.MustCompile(`(?m)^\s*-\s*name:\s*["']?([^"'\s#]+)`)
 )
 
-// checkLeaderMigration reports controller names in a Leader Migration
+// LeaderMigration reports controller names in a Leader Migration
 // configuration (in any code block: a file written by a command, or one
 // shown) that no controller manager uses, and files that mix the names of
 // two generations. Names taken from shell variables ($route) are not
 // checked here.
-func (p *parseState) checkLeaderMigration(b *Block) {
+func LeaderMigration(b *runbook.Block, report func(pos runbook.Pos, format string, args ...any)) {
 	if !leaderMigrationKind.MatchString(b.Content) {
 		return
 	}
 	gens := map[string]bool{}
 	for _, m := range leaderMigrationName.FindAllStringSubmatchIndex(b.Content, -1) {
 		name := b.Content[m[2]:m[3]]
-		at := Pos{Line: b.BodyPos.Line + strings.Count(b.Content[:m[2]], "\n")}
+		at := runbook.Pos{Line: b.BodyPos.Line + strings.Count(b.Content[:m[2]], "\n")}
 		switch {
 		case strings.ContainsAny(name, "${"):
-		case contains(migrationNamesCurrent, name):
+		case slices.Contains(migrationNamesCurrent, name):
 			gens["current (v1.28+)"] = true
-		case contains(migrationNamesLegacy, name):
+		case slices.Contains(migrationNamesLegacy, name):
 			gens["legacy (v1.27 and older)"] = true
-		case contains(migrationNamesDefault, name):
-			p.errf(at, "Leader Migration configuration: %q is the built-in default's name and matches no controller; use %q (v1.28+) or %q (v1.27 and older)",
-				name, migrationNamesCurrent[indexOf(migrationNamesDefault, name)], migrationNamesLegacy[indexOf(migrationNamesDefault, name)])
+		case slices.Contains(migrationNamesDefault, name):
+			report(at, "Leader Migration configuration: %q is the built-in default's name and matches no controller; use %q (v1.28+) or %q (v1.27 and older)",
+				name, migrationNamesCurrent[slices.Index(migrationNamesDefault, name)], migrationNamesLegacy[slices.Index(migrationNamesDefault, name)])
 		default:
-			p.errf(at, "Leader Migration configuration: no controller manager has a controller %q (v1.28+: %s; v1.27 and older: %s); an unknown name leaves that controller running on both sides",
+			report(at, "Leader Migration configuration: no controller manager has a controller %q (v1.28+: %s; v1.27 and older: %s); an unknown name leaves that controller running on both sides",
 				name, strings.Join(migrationNamesCurrent, ", "), strings.Join(migrationNamesLegacy, ", "))
 		}
 	}
 	if len(gens) > 1 {
-		p.errf(b.BodyPos, "Leader Migration configuration mixes current (v1.28+) and legacy (v1.27 and older) controller names; one controller manager will not recognise some of them")
+		report(b.BodyPos, "Leader Migration configuration mixes current (v1.28+) and legacy (v1.27 and older) controller names; one controller manager will not recognise some of them")
 	}
-}
-
-func indexOf(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
