@@ -162,7 +162,7 @@ func privateCiliumRun(dir string, argv []string) ([]string, error) {
 // configMapData reads ConfigMap ns/name: what the chart rendered for
 // Cilium's pods, which read it as files.
 func configMapData(ctx context.Context, k *KubeInfo, ns, name string) (map[string]string, error) {
-	code, body, err := kubeGet(ctx, k, "/api/v1/namespaces/"+ns+"/configmaps/"+name)
+	code, body, err := k.api().Get(ctx, "/api/v1/namespaces/"+ns+"/configmaps/"+name)
 	if err != nil {
 		return nil, err
 	}

@@ -310,7 +310,7 @@ func (sb *Sandbox) probe(ctx context.Context, p Probe) error {
 		if err := sb.dialable(k.Server); err != nil {
 			return err
 		}
-		code, body, err := kubeGet(ctx, k, p.URL)
+		code, body, err := k.api().Get(ctx, p.URL)
 		if err != nil {
 			return err
 		}

@@ -103,7 +103,7 @@ func newKCM(bin string, sb *Sandbox, node cpNode) *ControllerManager {
 		},
 		// Ready means it did its first job: the default ServiceAccount.
 		firstJob: func(ctx context.Context, sb *Sandbox) error {
-			code, body, err := kubeGet(ctx, sb.Kube(), defaultSAPath)
+			code, body, err := sb.Kube().api().Get(ctx, defaultSAPath)
 			if err != nil {
 				return err
 			}

@@ -153,7 +153,7 @@ func (sb *Sandbox) kubeadmFirstControlPlane(ctx context.Context, pre prereqs) er
 	}
 	// kubeadm init binds its admins' group to cluster-admin (with
 	// super-admin.conf) before it first uses admin.conf; so does the sandbox.
-	if err := kubeApply(ctx, sb.Kube(), "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", `{
+	if err := sb.Kube().api().Create(ctx, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", `{
   "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
   "metadata": {"name": "kubeadm:cluster-admins"},
   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},

@@ -2,16 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cairn-dev/cairn/sandbox/kubeapi"
 )
 
 // Status describes a sandbox as found now.
@@ -141,74 +138,9 @@ func StatusOf(ctx context.Context, dir string) (Status, error) {
 	return sb.Status(ctx), nil
 }
 
-// kubeHTTPClient trusts only the sandbox CA.
-func kubeHTTPClient(k *KubeInfo, timeout time.Duration) (*http.Client, error) {
-	pem, err := os.ReadFile(k.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificate in %s", k.CAFile)
-	}
-	return &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-			Proxy:             nil, // loopback only, never through a proxy
-			DisableKeepAlives: true,
-		},
-	}, nil
-}
-
-// kubeGet GETs path from the apiserver as the admin and returns status and body.
-func kubeGet(ctx context.Context, k *KubeInfo, path string) (int, string, error) {
-	return kubeDo(ctx, k, http.MethodGet, path, "")
-}
-
-// kubeApply POSTs the JSON object body to the collection at path as the
-// admin; an object that already exists is left as it is.
-func kubeApply(ctx context.Context, k *KubeInfo, path, body string) error {
-	code, out, err := kubeDo(ctx, k, http.MethodPost, path, body)
-	if err != nil {
-		return err
-	}
-	if code != http.StatusCreated && code != http.StatusOK && code != http.StatusConflict {
-		return fmt.Errorf("POST %s: %d %s", path, code, strings.TrimSpace(out))
-	}
-	return nil
-}
-
-func kubeDo(ctx context.Context, k *KubeInfo, method, path, body string) (int, string, error) {
-	c, err := kubeHTTPClient(k, 3*time.Second)
-	if err != nil {
-		return 0, "", err
-	}
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, k.Server+path, rd)
-	if err != nil {
-		return 0, "", err
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if k.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+k.Token)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	// Whole objects (a ConfigMap the Cilium operator reads), bounded.
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return 0, "", fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	return resp.StatusCode, string(b), nil
+// api is the sandbox's REST client for its apiserver as the admin.
+func (k *KubeInfo) api() *kubeapi.Client {
+	return &kubeapi.Client{Server: k.Server, CAFile: k.CAFile, Token: k.Token}
 }
 
 // freePorts returns n distinct free ports on 127.0.0.1, holding all n
