@@ -363,58 +363,6 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	return sb, nil
 }
 
-func (sb *Sandbox) up(ctx context.Context, pre prereqs) error {
-	if sb.opts.Nodes && !sb.opts.NoSSH {
-		// The archives the runbook imports on each node (the air-gapped
-		// recipe): made once from the binaries, then cached beside them.
-		if _, err := EnsureImages(ctx, sb.binDir(), func(m string) { sb.progress("%s", m) }); err != nil {
-			return fmt.Errorf("nodes: %w", err)
-		}
-	}
-	if !sb.opts.NoSSH {
-		if err := sb.startSSH(ctx, pre); err != nil {
-			return err
-		}
-		if sb.opts.Nodes {
-			if err := sb.startRuntimes(ctx, pre); err != nil {
-				return err
-			}
-			if err := sb.startKubelets(ctx, pre); err != nil {
-				return err
-			}
-		}
-	}
-	if sb.opts.Nodes {
-		if sb.opts.NoKube {
-			return nil
-		}
-		// Bare machines: the runbook's kubeadm init makes the cluster.
-		if err := sb.startLB(ctx, pre); err != nil {
-			return err
-		}
-		if err := sb.writeCiliumValues(sb.LoadBalancer()); err != nil {
-			return fmt.Errorf("nodes: %w", err)
-		}
-		return sb.startExternalEtcd(ctx, pre)
-	}
-	if !sb.opts.NoKube {
-		if err := sb.startKube(ctx, pre); err != nil {
-			return err
-		}
-		// Last: it listens on the bridge too, which the hosts bring.
-		if err := sb.startLB(ctx, pre); err != nil {
-			return err
-		}
-		if err := sb.kubeadmFirstControlPlane(ctx, pre); err != nil {
-			return err
-		}
-		if err := sb.startExternalEtcd(ctx, pre); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Open attaches to the sandbox recorded in dir (possibly started by another
 // process). It returns ErrNotRunning if dir holds none.
 func Open(dir string) (*Sandbox, error) {
@@ -471,38 +419,12 @@ func (sb *Sandbox) down(ctx context.Context) error {
 	sb.mu.Lock()
 	procs := append([]procState(nil), sb.state.Procs...)
 	sb.mu.Unlock()
-	pins := sb.pinNamespaces(procs)
-	defer pins.close()
+	ds := &downState{procs: procs, pins: sb.pinNamespaces(procs)}
+	defer ds.pins.close()
 	var errs []error
-	// Stop in reverse start order: hosts, controller manager, apiserver, etcd.
-	for i := len(procs) - 1; i >= 0; i-- {
-		p := procs[i]
-		sb.progress("stopping %s (pid %d)", p.Name, p.PID)
-		if err := sb.stopProc(ctx, p, 10*time.Second); err != nil {
+	for _, c := range cleanups {
+		if err := c.run(ctx, sb, ds); err != nil {
 			errs = append(errs, err)
-		}
-	}
-	if err := killMarked(ctx, sb.marker()); err != nil {
-		errs = append(errs, err)
-	}
-	if err := sb.downNet(ctx, pins.links); err != nil {
-		errs = append(errs, err)
-	}
-	sb.mu.Lock()
-	nodes := sb.state.WantNodes
-	sb.mu.Unlock()
-	if nodes {
-		// The kubelets' cgroup roots, once their processes are gone.
-		if err := removeCgroupTree(CgroupTree(sb.dir)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	sb.mu.Lock()
-	lb := sb.state.LB
-	sb.mu.Unlock()
-	if lb != nil && lb.HostsFile != "" {
-		if err := removeHostsLine(lb.HostsFile, hostsMarker(sb.dir)); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s from %s: %w", LBName, lb.HostsFile, err))
 		}
 	}
 	sb.stopSpawner()
