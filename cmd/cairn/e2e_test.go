@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cairn-dev/cairn/executor/local"
 	"github.com/cairn-dev/cairn/sandbox/testrig"
@@ -37,8 +38,15 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(testrig.Main(m))
+	// The txtar scripts (TestScripts) run this binary as `cairn`.
+	testscript.Main(rigMain{m}, map[string]func(){"cairn": main})
 }
+
+// rigMain runs the tests inside testrig.Main (the shared sandbox's start
+// and stop) for testscript.Main, which wants an M.
+type rigMain struct{ m *testing.M }
+
+func (r rigMain) Run() int { return testrig.Main(r.m) }
 
 var screenshots = flag.Bool("screenshots", false, "write docs/screenshot-executor.png from the end-to-end test")
 
