@@ -1,6 +1,7 @@
-// Package bundledtest holds what the tests of the bundled runbooks share
-// across packages: cmd/cairn runs them in-process against the sandbox's
-// servers, cmd/cairn/nodetest runs them with the cairn binary on sandbox
+// Package bundledtest holds the tests of the bundled runbooks and what
+// they share across packages: its own tests (package bundledtest_test) run
+// the runbooks' blocks through the executor against the sandbox's servers,
+// cmd/cairn/nodetest runs them with the cairn binary on sandbox
 // nodes. It reads the runbooks, reads `cairn run`'s progress lines, and
 // plays the parts a test plays in more than one place: the administrator's
 // ssh-agent and shell, and a cloud provider's RBAC for its

@@ -1,4 +1,4 @@
-package main
+package bundledtest_test
 
 import (
 	"context"
@@ -44,20 +44,20 @@ type bundled struct {
 	params map[string]string // Request.Params of every run
 }
 
-// newBundled parses content/file and builds the executor with
-// openExecutor, its flags pointing at the rig (k or s may be nil).
+// newBundled parses content/file and builds the executor as `cairn serve`
+// does (targets.Open), its configuration pointing at the rig (k or s may be nil).
 func newBundled(t *testing.T, file string, k *testrig.KubeEnv, s *testrig.SSHEnv, params map[string]string) *bundled {
 	t.Helper()
 	rb := bundledtest.Parse(t, file)
 	dir := t.TempDir()
-	f := &execFlags{Config: targets.Config{Sandbox: "no", Journal: filepath.Join(dir, "journal.jsonl"), Kubeconfig: filepath.Join(dir, "no-kubeconfig")}}
+	cfg := targets.Config{Sandbox: "no", Journal: filepath.Join(dir, "journal.jsonl"), Kubeconfig: filepath.Join(dir, "no-kubeconfig"), Supervisor: supervisor()}
 	if k != nil {
-		f.Kubeconfig, f.Context = k.Kubeconfig, k.Context
+		cfg.Kubeconfig, cfg.Context = k.Kubeconfig, k.Context
 	}
 	if s != nil {
-		f.SSHConfig, f.KnownHosts, f.Identity = s.Inventory.SSHConfig, s.Inventory.KnownHosts, []string{s.Inventory.IdentityFile}
+		cfg.SSHConfig, cfg.KnownHosts, cfg.Identity = s.Inventory.SSHConfig, s.Inventory.KnownHosts, []string{s.Inventory.IdentityFile}
 	}
-	x, err := openExecutor(context.Background(), f, dir)
+	x, err := targets.Open(context.Background(), cfg, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package bundledtest_test
 
 import (
 	"context"
