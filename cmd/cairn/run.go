@@ -71,8 +71,12 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	defer x.Close()
+	// Only what concerns the blocks this run has: a runbook without kube
+	// blocks hears nothing of the cluster.
 	for _, n := range x.Notes {
-		fmt.Fprintf(m.Stderr, "executor: %s\n", n)
+		if n.Concerns(p.Blocks) {
+			fmt.Fprintf(m.Stderr, "executor: %s\n", n)
+		}
 	}
 	// Against the sandbox, what it knows of itself (its load balancer, its
 	// nodes' images, ...) fills the parameters --param leaves out.

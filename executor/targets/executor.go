@@ -51,7 +51,7 @@ type Executor struct {
 	// KubeErr is why kube blocks are off, if they are.
 	KubeErr error
 	// Notes say where blocks will run, one line each.
-	Notes   []string
+	Notes   []Note
 	closers []func()
 }
 

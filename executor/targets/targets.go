@@ -48,8 +48,32 @@ type targetSet struct {
 	kubeShell executor.Runner
 	ssh       executor.Runner
 	sshNote   string
-	notes     []string
+	notes     []Note
 	cleanup   func()
+}
+
+// Note is one line about where blocks will run; Target is the kind of
+// block it concerns ("" for all), so that a command can leave out what
+// does not concern the blocks it runs.
+type Note struct {
+	Target runbook.Target
+	Text   string
+}
+
+func (n Note) String() string { return n.Text }
+
+// Concerns reports whether the note is about any of blocks (a note for
+// every kind of block always is).
+func (n Note) Concerns(blocks []*runbook.Block) bool {
+	if n.Target == "" {
+		return true
+	}
+	for _, b := range blocks {
+		if b.Target == n.Target {
+			return true
+		}
+	}
+	return false
 }
 
 // SandboxView is what the page and the terminal are told about the sandbox.
@@ -151,7 +175,7 @@ func (t *Set) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.KubeIn
 		}
 	}
 	if inv != nil {
-		set.notes = append(set.notes, "using the running sandbox ("+t.dir+")")
+		set.notes = append(set.notes, Note{Text: "using the running sandbox (" + t.dir + ")"})
 		set.facts = st.Facts()
 	}
 	kubeconfig, kctx := f.Kubeconfig, f.Context
@@ -177,14 +201,14 @@ func (t *Set) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.KubeIn
 			cleanups = append(cleanups, func() { cleanup() })
 			set.kubeShell = &local.Runner{ExtraEnv: []string{"KUBECONFIG=" + path}, Supervisor: f.Supervisor}
 		}
-		set.notes = append(set.notes, "kube blocks use "+kr.Target().String())
+		set.notes = append(set.notes, Note{Target: runbook.TargetKube, Text: "kube blocks use " + kr.Target().String()})
 	}
 	if set.kubeErr != nil {
 		hint := "start the sandbox (`cairn sandbox up`, or `make run`), or pass --kubeconfig and --context"
 		if !f.UsesSandbox() {
 			hint = "pass --kubeconfig and --context"
 		}
-		set.notes = append(set.notes, "kube blocks are off: "+set.kubeErr.Error()+"; "+hint)
+		set.notes = append(set.notes, Note{Target: runbook.TargetKube, Text: "kube blocks are off: " + set.kubeErr.Error() + "; " + hint})
 	}
 	var sinv *sandbox.Inventory
 	if inv != nil && len(inv.Hosts) > 0 {
@@ -192,12 +216,12 @@ func (t *Set) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.KubeIn
 	}
 	sr, note, err := newSSHRunner(f, sinv)
 	if err != nil {
-		set.notes = append(set.notes, "ssh blocks are off: "+err.Error())
+		set.notes = append(set.notes, Note{Target: runbook.TargetSSH, Text: "ssh blocks are off: " + err.Error()})
 	} else {
 		set.ssh = sr
 		set.sshNote = note
 		if note != "" {
-			set.notes = append(set.notes, note)
+			set.notes = append(set.notes, Note{Target: runbook.TargetSSH, Text: note})
 		}
 	}
 	return set, nil
@@ -399,7 +423,7 @@ func (t *Set) poll(ctx context.Context, say func(string)) {
 		// Not the reader's own SSH configuration or kubeconfig either: the
 		// page was running against the sandbox; nothing runs until the
 		// reader says where.
-		set = &targetSet{kubeErr: errors.New("the sandbox in use was replaced"), notes: []string{view.Message}}
+		set = &targetSet{kubeErr: errors.New("the sandbox in use was replaced"), notes: []Note{{Text: view.Message}}}
 	} else {
 		var berr error
 		if set, berr = t.build(st, inv, k); berr != nil {
@@ -420,7 +444,7 @@ func (t *Set) poll(ctx context.Context, say func(string)) {
 		say("the sandbox went away: " + view.Message)
 	}
 	for _, n := range set.notes {
-		say(n)
+		say(n.Text)
 	}
 }
 

@@ -112,3 +112,25 @@ func TestNewFromSandbox(t *testing.T) {
 		t.Errorf("KubeWhere: %q, %v", where, err)
 	}
 }
+
+// TestNoteConcerns: a note about kube or ssh blocks concerns only runs that
+// have such blocks; one about the sandbox concerns every run.
+func TestNoteConcerns(t *testing.T) {
+	local := []*runbook.Block{{Target: runbook.TargetLocal}}
+	both := []*runbook.Block{{Target: runbook.TargetLocal}, {Target: runbook.TargetKube}}
+	for _, tc := range []struct {
+		n      Note
+		blocks []*runbook.Block
+		want   bool
+	}{
+		{Note{Target: runbook.TargetKube, Text: "kube blocks are off"}, local, false},
+		{Note{Target: runbook.TargetKube, Text: "kube blocks are off"}, both, true},
+		{Note{Target: runbook.TargetSSH, Text: "ssh blocks are off"}, both, false},
+		{Note{Text: "using the running sandbox"}, local, true},
+		{Note{Text: "using the running sandbox"}, nil, true},
+	} {
+		if got := tc.n.Concerns(tc.blocks); got != tc.want {
+			t.Errorf("%q.Concerns = %v, want %v", tc.n, got, tc.want)
+		}
+	}
+}
