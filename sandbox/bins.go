@@ -1,10 +1,11 @@
 package sandbox
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/cairn-dev/cairn/sandbox/imagebuild"
 )
 
 // Versions of the server binaries. Keep them in step with sandbox/build/go.mod,
@@ -107,15 +108,4 @@ func lookTool(name, pkg string) (string, error) {
 
 // MissingError reports a prerequisite that is not installed and how to
 // install it. It wraps ErrMissing.
-type MissingError struct {
-	Name    string // what is missing, e.g. "sshd"
-	Where   string // where it was looked for
-	Install string // the command that installs it
-}
-
-func (e *MissingError) Error() string {
-	return fmt.Sprintf("%s not found (looked in %s); install it with: %s", e.Name, e.Where, e.Install)
-}
-
-// Unwrap makes errors.Is(err, ErrMissing) true.
-func (e *MissingError) Unwrap() error { return ErrMissing }
+type MissingError = imagebuild.MissingError

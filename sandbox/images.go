@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -166,10 +164,5 @@ func ImagesDir(binDir string) string { return filepath.Join(binDir, "images") }
 // rebuilt binary), and returns their paths (imagebuild.Ensure). A missing
 // program is a MissingError (errors.Is ErrMissing).
 func EnsureImages(ctx context.Context, binDir string, progress func(string)) ([]string, error) {
-	paths, err := imagebuild.Ensure(ctx, ImagesDir(binDir), binDir, AllImages(), progress)
-	var me *imagebuild.MissingError
-	if errors.As(err, &me) {
-		return nil, fmt.Errorf("image %s: %w", me.Image, &MissingError{Name: me.Name, Where: me.Where, Install: me.Install})
-	}
-	return paths, err
+	return imagebuild.Ensure(ctx, ImagesDir(binDir), binDir, AllImages(), progress)
 }

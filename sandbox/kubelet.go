@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cairn-dev/cairn/sandbox/imagebuild"
 )
 
 // A sandbox node is an SSH host made ready for kubeadm the way a machine
@@ -177,7 +179,7 @@ func (sb *Sandbox) onNode(h Host, nsenter string, argv ...string) ([]string, err
 
 // nodePATH is a node's PATH (and an image's): /usr/local first, where the
 // sandbox's release is on a node.
-const nodePATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const nodePATH = imagebuild.DefaultPATH
 
 // nodeEnv is the environment of the hosts' own daemons: a node's PATH and
 // the sandbox's marker, so that Down finds any of them left over.

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/internal/atomicfile"
+	"github.com/cairn-dev/cairn/sandbox/imagebuild"
 )
 
 // Errors.
 var (
 	// ErrMissing is wrapped by MissingError: a prerequisite (a binary or a
 	// Debian package) is not installed.
-	ErrMissing = errors.New("missing prerequisite")
+	ErrMissing = imagebuild.ErrMissing
 	// ErrNotRunning means the state directory holds no sandbox.
 	ErrNotRunning = errors.New("sandbox is not running")
 )

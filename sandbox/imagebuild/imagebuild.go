@@ -24,21 +24,32 @@ import (
 	"strings"
 )
 
-// DefaultEnv is an image's environment when its Spec gives none.
-var DefaultEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+// DefaultPATH is an image's PATH when its Spec gives no Env: /usr/local
+// first, where the programs built here go. The sandbox's nodes use it too.
+const DefaultPATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// MissingError names a program or file an image needs that is not there,
-// and what provides it.
+// DefaultEnv is an image's environment when its Spec gives none.
+var DefaultEnv = []string{DefaultPATH}
+
+// ErrMissing is wrapped by MissingError: a prerequisite (a program, a
+// Debian package) is not installed.
+var ErrMissing = errors.New("missing prerequisite")
+
+// MissingError reports a prerequisite that is not installed and how to
+// install it. It wraps ErrMissing. (The sandbox reports its own missing
+// prerequisites with it too: sandbox.MissingError is this type.)
 type MissingError struct {
-	Name    string // what is missing
+	Name    string // what is missing, e.g. "sshd"
 	Where   string // where it was looked for
-	Install string // what installs it
-	Image   string // the image that needs it (set by Ensure)
+	Install string // the command that installs it
 }
 
 func (e *MissingError) Error() string {
 	return fmt.Sprintf("%s not found (looked in %s); install it with: %s", e.Name, e.Where, e.Install)
 }
+
+// Unwrap makes errors.Is(err, ErrMissing) true.
+func (e *MissingError) Unwrap() error { return ErrMissing }
 
 // Spec is one image: where its files come from and the name it is
 // archived under.
@@ -101,10 +112,6 @@ func Ensure(ctx context.Context, dir, binDir string, specs []Spec, progress func
 			progress(fmt.Sprintf("images: writing %s (%s)", im.Ref, path))
 		}
 		if err := Write(path, binDir, im); err != nil {
-			var me *MissingError
-			if errors.As(err, &me) {
-				me.Image = im.Ref
-			}
 			return nil, fmt.Errorf("image %s: %w", im.Ref, err)
 		}
 	}

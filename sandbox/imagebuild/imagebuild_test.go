@@ -100,7 +100,7 @@ func TestWriteArchive(t *testing.T) {
 
 	_, err = Ensure(context.Background(), out, t.TempDir(), []Spec{{Ref: "x.internal/gone:v1", Bins: []string{"gone"}}}, nil)
 	var me *MissingError
-	if !errors.As(err, &me) || me.Name != "gone" || me.Image != "x.internal/gone:v1" {
+	if !errors.As(err, &me) || me.Name != "gone" || !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "image x.internal/gone:v1: ") {
 		t.Errorf("missing program: %v", err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(out, "*", ".*-*.tar")); len(left) > 0 {
