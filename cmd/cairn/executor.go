@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/executor/daemon"
+	"github.com/cairn-dev/cairn/executor/local"
 	"github.com/cairn-dev/cairn/executor/targets"
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/site"
@@ -49,7 +50,7 @@ var selfEnv []string
 // supervisor and as `cairn sandbox up`.
 func openExecutor(ctx context.Context, f *execFlags, content string) (*targets.Executor, error) {
 	cfg := f.Config
-	cfg.Supervisor = supervisor()
+	cfg.Supervisor = local.SelfSupervisor()
 	cfg.SandboxEnv = selfEnv
 	return targets.Open(ctx, cfg, content)
 }

@@ -18,16 +18,7 @@ import (
 
 // superviseCmd is the hidden command that runs a block's bash for the local
 // runner (local.Supervise); it is not meant to be typed.
-const superviseCmd = "__supervise"
-
-// supervisor is the local runner's Supervisor: this binary's __supervise.
-func supervisor() []string {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil // a cancel still kills bash's process group
-	}
-	return []string{exe, superviseCmd}
-}
+const superviseCmd = local.SuperviseArg
 
 // Version is set at link time (-X main.Version=...).
 var Version = "dev"

@@ -17,6 +17,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SuperviseArg is the hidden first argument with which a program that
+// links this package runs Supervise (cairn's "__supervise"; the test
+// binaries that run local blocks answer it too).
+const SuperviseArg = "__supervise"
+
+// SelfSupervisor is the Runner's Supervisor that re-runs this program with
+// SuperviseArg; nil when the program cannot be found (a cancel still kills
+// bash's process group).
+func SelfSupervisor() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, SuperviseArg}
+}
+
 // Supervise is the small process that stands between the executor and a
 // block's bash (cairn's hidden "__supervise" command). It exists so that a
 // run's processes end with the run and with the executor, whatever they do:

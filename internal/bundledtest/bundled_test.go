@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/local"
 	"github.com/cairn-dev/cairn/executor/targets"
 	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/runbook"
@@ -50,7 +51,7 @@ func newBundled(t *testing.T, file string, k *testrig.KubeEnv, s *testrig.SSHEnv
 	t.Helper()
 	rb := bundledtest.Parse(t, file)
 	dir := t.TempDir()
-	cfg := targets.Config{Sandbox: "no", Journal: filepath.Join(dir, "journal.jsonl"), Kubeconfig: filepath.Join(dir, "no-kubeconfig"), Supervisor: supervisor()}
+	cfg := targets.Config{Sandbox: "no", Journal: filepath.Join(dir, "journal.jsonl"), Kubeconfig: filepath.Join(dir, "no-kubeconfig"), Supervisor: local.SelfSupervisor()}
 	if k != nil {
 		cfg.Kubeconfig, cfg.Context = k.Kubeconfig, k.Context
 	}

@@ -82,7 +82,7 @@ func (r *kubeadmRig) caHash(t *testing.T) string {
 // onHost runs cmd on host as root and returns its output.
 func (r *kubeadmRig) onHost(t *testing.T, host, cmd string) string {
 	t.Helper()
-	return r.s.Run(t, host, "sudo -n sh -c "+shellQuote(cmd))
+	return r.s.Run(t, host, "sudo -n sh -c "+runbook.ShellWord(cmd))
 }
 
 // TestBundledKubeadmLoadBalancerCheck runs check-lb with real nc against

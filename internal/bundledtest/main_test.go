@@ -2,7 +2,6 @@ package bundledtest_test
 
 import (
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/cairn-dev/cairn/executor/local"
@@ -16,25 +15,11 @@ import (
 // runs the same runbooks with the cairn binary on kubelet + containerd
 // nodes.
 
-const superviseCmd = "__supervise"
-
 func TestMain(m *testing.M) {
 	// The local runner runs blocks through this binary's __supervise, as
 	// cairn does through its own.
-	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
+	if len(os.Args) > 1 && os.Args[1] == local.SuperviseArg {
 		os.Exit(local.Supervise(os.Args[2:]))
 	}
 	os.Exit(testrig.Main(m))
 }
-
-// supervisor is the local runner's Supervisor: this binary's __supervise.
-func supervisor() []string {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil
-	}
-	return []string{exe, superviseCmd}
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
