@@ -266,9 +266,9 @@ func (p *parseState) blockRole(b *Block, attrs []Attr, pos func(Attr) Pos) {
 		if a.Key == "target" {
 			b.Target = Target(a.Value)
 			switch b.Target {
-			case TargetLocal, TargetSSH, TargetKube, TargetManual:
+			case TargetLocal, TargetSSH, TargetKube, TargetPod, TargetNode, TargetManual:
 			default:
-				p.errf(pos(a), "target %q is unknown (known: local, ssh, kube, manual)", a.Value)
+				p.errf(pos(a), "target %q is unknown (known: local, ssh, kube, pod, node, manual)", a.Value)
 			}
 		}
 	}
@@ -281,7 +281,7 @@ func (p *parseState) filterAttrs(b *Block, attrs []Attr, pos func(Attr) Pos) (ma
 	seen := map[string]Attr{}
 	var kept []Attr
 	for _, a := range attrs {
-		if a.Key == "name" && b.Target != TargetKube {
+		if a.Key == "name" && b.Target != TargetKube && b.Target != TargetPod {
 			// Runme's block name is Cairn's block id (name= is a
 			// resource name only on kube blocks).
 			a, b.Foreign = p.runmeName(a, attrs, pos(a)), true
@@ -480,6 +480,12 @@ func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) 
 		}
 	case TargetKube:
 		p.checkKube(b, seen, pos, isShell)
+	case TargetPod, TargetNode:
+		p.checkPodNode(b, seen, pos)
+		needShell("target=" + string(b.Target))
+		if b.Parallel == 0 {
+			b.Parallel = 1
+		}
 	}
 	if b.Target == TargetManual && (len(b.Captures) > 0 || b.Retries > 0) {
 		p.errf(where, "%s: a manual block is done by a person; it cannot capture or retry", blk)
@@ -569,6 +575,60 @@ func (p *parseState) checkKube(b *Block, seen map[string]Attr, pos func(Attr) Po
 	}
 }
 
+// Workload kinds a pod block may name (workload=KIND/NAME), as kubectl
+// spells them, with their canonical resource.
+var workloadKinds = map[string]string{
+	"ds": "daemonsets", "daemonset": "daemonsets", "daemonsets": "daemonsets",
+	"deploy": "deployments", "deployment": "deployments", "deployments": "deployments",
+	"sts": "statefulsets", "statefulset": "statefulsets", "statefulsets": "statefulsets",
+	"rs": "replicasets", "replicaset": "replicasets", "replicasets": "replicasets",
+	"job": "jobs", "jobs": "jobs",
+}
+
+// WorkloadResource splits workload=KIND/NAME into the resource (daemonsets,
+// deployments, …) and the name; ok is false for a kind Cairn does not know.
+func WorkloadResource(w string) (resource, name string, ok bool) {
+	k, n, found := strings.Cut(w, "/")
+	if !found || n == "" {
+		return "", "", false
+	}
+	res, ok := workloadKinds[strings.ToLower(k)]
+	return res, n, ok
+}
+
+// checkPodNode checks how a pod or node block chooses where it runs:
+// exactly one way.
+func (p *parseState) checkPodNode(b *Block, seen map[string]Attr, pos func(Attr) Pos) {
+	blk := fmt.Sprintf("block %q", b.ID)
+	var ways []string
+	for _, k := range []string{"name", "workload", "nodes", "selector"} {
+		if _, ok := seen[k]; ok {
+			ways = append(ways, k+"=")
+		}
+	}
+	switch {
+	case len(ways) == 0 && b.Target == TargetPod:
+		p.errf(b.Pos, "%s: target=pod needs workload=KIND/NAME (ds/cilium), selector=LABELS or name=POD", blk)
+	case len(ways) == 0:
+		p.errf(b.Pos, "%s: target=node needs nodes=NAMES or selector=LABELS", blk)
+	case len(ways) > 1:
+		p.errf(b.Pos, "%s: %s: choose the %ss one way", blk, strings.Join(ways, " and "), b.Target)
+	}
+	if a, ok := seen["workload"]; ok {
+		if _, _, ok := WorkloadResource(a.Value); !ok && !strings.HasPrefix(a.Value, "$") {
+			p.errf(pos(a), "%s: workload=%s: write KIND/NAME with KIND one of ds, deploy, sts, rs, job", blk, a.Value)
+		}
+	}
+	if a, ok := seen["selector"]; ok && strings.TrimSpace(a.Value) == "" {
+		p.errf(pos(a), "%s: selector= is empty; Cairn never runs on every %s", blk, b.Target)
+	}
+	for _, k := range []string{"name", "namespace", "selector", "workload", "container", "nodes", "image"} {
+		if a, ok := seen[k]; ok && p.rb.ParamByName(a.Value) != nil {
+			p.errf(pos(a), "%s: %s=%s is the literal text %q; write %s=$%s to use the parameter", blk, k, a.Value, a.Value, k, a.Value)
+		}
+	}
+}
+
 // IsLeaseKind reports whether kind names coordination.k8s.io Leases.
 func IsLeaseKind(kind string) bool {
 	switch strings.ToLower(kind) {
@@ -615,7 +675,7 @@ func (p *parseState) checkRefs(b *Block) {
 			report(r.Name, lineAt(r.Off))
 		}
 	}
-	for _, v := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For} {
+	for _, v := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.Workload, b.Container, b.Nodes, b.Image} {
 		for _, r := range bodyRefs(v, false) {
 			report(r.Name, b.Pos)
 		}

@@ -37,6 +37,8 @@ const (
 	docCapture = "capture"
 	docSSH     = "ssh"
 	docKube    = "kube"
+	docPod     = "pod"
+	docNode    = "node"
 )
 
 var (
@@ -44,6 +46,9 @@ var (
 	outputRole = []Role{RoleOutput}
 	kubeOnly   = []Target{TargetKube}
 	sshOnly    = []Target{TargetSSH}
+	podOnly    = []Target{TargetPod}
+	nodeOnly   = []Target{TargetNode}
+	fanTargets = []Target{TargetSSH, TargetPod, TargetNode}
 
 	shellLangs  = []string{"bash", "sh", "shell"}
 	kubeActions = []string{"apply", "get", "patch", "delete", "scale", "wait"}
@@ -55,7 +60,7 @@ var blockKeyTable = []blockKey{
 	{name: "id", roles: anyRole, set: func(c *attrCtx) {}, // read before the others: see filterAttrs
 		docs: []keyDoc{{docCommon, "#id", "Block id, `[a-z0-9][a-z0-9-]*`, unique in the runbook. Default: `<step-id>-<n>` (n-th executable block of the step)."}}},
 	{name: "target", set: func(c *attrCtx) {}, // read first: it decides the role
-		docs: []keyDoc{{docCommon, "", "`local` (bash on the reader's machine), `ssh` (bash on each host of `hosts`), `kube` (a native Kubernetes action, or a shell block with the runbook's kube context pinned), `manual` (something a person does; Run becomes \"mark done\")."}}},
+		docs: []keyDoc{{docCommon, "", "`local` (bash on the reader's machine), `ssh` (bash on each host of `hosts`), `kube` (a native Kubernetes action, or a shell block with the runbook's kube context pinned), `pod` (bash in the containers of existing pods, through the API), `node` (bash on nodes, through a short-lived privileged pod on each), `manual` (something a person does; Run becomes \"mark done\")."}}},
 	{name: "title", roles: anyRole, set: func(c *attrCtx) { c.b.Title = c.a.Value },
 		docs: []keyDoc{{docCommon, "", "A caption shown above the block (a file name, say)."}}},
 	{name: "timeout", set: func(c *attrCtx) {
@@ -135,10 +140,13 @@ var blockKeyTable = []blockKey{
 
 	{name: "hosts", targets: sshOnly, set: func(c *attrCtx) { c.b.Hosts = c.a.Value },
 		docs: []keyDoc{{docSSH, "", "**required** for `target=ssh`: a parameter of type `host` or `hosts`. The block runs on each host."}}},
-	{name: "parallel", targets: sshOnly, set: func(c *attrCtx) { c.b.Parallel = c.integer(1) },
-		docs: []keyDoc{{docSSH, "", "Hosts at a time (default 1: in order)."}}},
-	{name: "sudo", targets: sshOnly, set: func(c *attrCtx) { c.b.Sudo = c.boolean() },
-		docs: []keyDoc{{docSSH, "", "`true`: run the script under `sudo -n bash`."}}},
+	{name: "parallel", targets: fanTargets, set: func(c *attrCtx) { c.b.Parallel = c.integer(1) },
+		docs: []keyDoc{{docSSH, "", "Hosts at a time (default 1: in order)."},
+			{docPod, "", "Pods at a time (default 1: in order)."},
+			{docNode, "", "Nodes at a time (default 1: in order)."}}},
+	{name: "sudo", targets: []Target{TargetSSH, TargetNode}, set: func(c *attrCtx) { c.b.Sudo = c.boolean() },
+		docs: []keyDoc{{docSSH, "", "`true`: run the script under `sudo -n bash`."},
+			{docNode, "", "Accepted, so a block written for `target=ssh` moves over unchanged: a node block always runs as root."}}},
 	{name: "action", targets: []Target{TargetSSH, TargetKube}, set: func(c *attrCtx) { c.b.Action = c.a.Value },
 		docs: []keyDoc{
 			{docSSH, "action=copy", "Copy files instead of running a script: `from` (a `host` parameter; default the reader's machine) to every host of `hosts`; each body line is `SOURCE [DEST]` (DEST defaults to SOURCE; parameters allowed)."},
@@ -147,14 +155,27 @@ var blockKeyTable = []blockKey{
 	{name: "from", targets: sshOnly, set: func(c *attrCtx) { c.b.From = c.a.Value },
 		docs: []keyDoc{{docSSH, "", "With `action=copy`: the source host parameter."}}},
 
+	{name: "workload", targets: podOnly, set: func(c *attrCtx) { c.b.Workload = c.a.Value },
+		docs: []keyDoc{{docPod, "", "`KIND/NAME` of a DaemonSet, Deployment, StatefulSet, ReplicaSet or Job (`ds/cilium`, `deploy/coredns`): its pods, by its own selector."}}},
+	{name: "container", targets: podOnly, set: func(c *attrCtx) { c.b.Container = c.a.Value },
+		docs: []keyDoc{{docPod, "", "The container to run in; default the pod's `kubectl.kubernetes.io/default-container`, else its first."}}},
+	{name: "nodes", targets: nodeOnly, set: func(c *attrCtx) { c.b.Nodes = c.a.Value },
+		docs: []keyDoc{{docNode, "", "Node names, space or comma separated; parameters allowed (`nodes=$CONTROL_PLANE_NODES`). Or use `selector`."}}},
+	{name: "image", targets: nodeOnly, set: func(c *attrCtx) { c.b.Image = c.a.Value },
+		docs: []keyDoc{{docNode, "", "The node pod's image; it needs `nsenter` and `sleep` (busybox has both). Default: the executor's `--node-image` (the sandbox's own image when it is the target)."}}},
 	{name: "kind", targets: kubeOnly, set: func(c *attrCtx) { c.b.Kind = c.a.Value },
 		docs: []keyDoc{{docKube, "", "Resource: `Deployment`, `deployments.apps`, `ciliumnodes.cilium.io`, … (`get`, `patch`, `delete`, `scale`, `wait`)."}}},
-	{name: "name", targets: kubeOnly, set: func(c *attrCtx) { c.b.Name = c.a.Value },
-		docs: []keyDoc{{docKube, "", "Object name (parameters allowed)."}}},
-	{name: "namespace", targets: kubeOnly, set: func(c *attrCtx) { c.b.Namespace = c.a.Value },
-		docs: []keyDoc{{docKube, "", "Namespace (parameters allowed); default the context's."}}},
-	{name: "selector", targets: kubeOnly, set: func(c *attrCtx) { c.b.Selector = c.a.Value },
-		docs: []keyDoc{{docKube, "`selector`, `field-selector`", "Label / field selector (`get`, `delete`, `wait`)."}}},
+	{name: "name", targets: []Target{TargetKube, TargetPod}, set: func(c *attrCtx) { c.b.Name = c.a.Value },
+		docs: []keyDoc{{docKube, "", "Object name (parameters allowed)."},
+			{docPod, "", "One pod by name (parameters allowed)."}}},
+	{name: "namespace", targets: []Target{TargetKube, TargetPod, TargetNode}, set: func(c *attrCtx) { c.b.Namespace = c.a.Value },
+		docs: []keyDoc{{docKube, "", "Namespace (parameters allowed); default the context's."},
+			{docPod, "", "The pods' namespace (parameters allowed); default the context's."},
+			{docNode, "", "Where the node pods are made; default the context's. Pod Security admission must allow privileged pods there (`kube-system` usually does)."}}},
+	{name: "selector", targets: []Target{TargetKube, TargetPod, TargetNode}, set: func(c *attrCtx) { c.b.Selector = c.a.Value },
+		docs: []keyDoc{{docKube, "`selector`, `field-selector`", "Label / field selector (`get`, `delete`, `wait`)."},
+			{docPod, "", "Label selector of the pods (`k8s-app=cilium`)."},
+			{docNode, "", "Label selector of the nodes (`node-role.kubernetes.io/control-plane`)."}}},
 	{name: "field-selector", targets: kubeOnly, set: func(c *attrCtx) { c.b.FieldSelector = c.a.Value }}, // documented with selector
 	{name: "jsonpath", targets: kubeOnly, set: func(c *attrCtx) {
 		if err := checkJSONPath(c.a.Value); err != nil {

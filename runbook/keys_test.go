@@ -25,7 +25,7 @@ func TestFormatKeyTables(t *testing.T) {
 		sections = append(sections, sm[2])
 		return sm[1] + keyTable(sm[2]) + sm[4]
 	})
-	want := []string{docCommon, docExpect, docCapture, docSSH, docKube}
+	want := []string{docCommon, docExpect, docCapture, docSSH, docKube, docPod, docNode}
 	if !slices.Equal(sections, want) {
 		t.Fatalf("%s has generated key tables %v, want %v", path, sections, want)
 	}
@@ -74,7 +74,17 @@ func TestKeyTableDiagnostics(t *testing.T) {
 		{"text {expected match=exact}", "match=exact is unknown"},
 		{"bash {target=local expect.match=a expect.match=b timeout=1s timeout=2s}", `attribute "timeout" given twice`},
 		{"text {output=x status=verified retries=2}", `attribute "retries" is not allowed on an expected or recorded output block`},
-		{"bash {target=local parallel=2}", `attribute "parallel" applies only to target=ssh`},
+		{"bash {target=local parallel=2}", `attribute "parallel" applies only to target=ssh or target=pod or target=node`},
+		{"bash {target=pod}", `target=pod needs workload=KIND/NAME (ds/cilium), selector=LABELS or name=POD`},
+		{"bash {target=pod workload=ds/cilium selector=a=b}", `workload= and selector=: choose the pods one way`},
+		{"bash {target=pod workload=cilium}", `workload=cilium: write KIND/NAME with KIND one of ds, deploy, sts, rs, job`},
+		{"bash {target=pod workload=ds/x image=busybox}", `attribute "image" applies only to target=node, not target=pod`},
+		{"yaml {target=pod workload=ds/x}", `target=pod runs a bash script, so the fence language must be bash, sh or shell`},
+		{"bash {target=node}", `target=node needs nodes=NAMES or selector=LABELS`},
+		{"bash {target=node nodes=a container=b}", `attribute "container" applies only to target=pod, not target=node`},
+		{"bash {target=node nodes=CP}", `nodes=CP is the literal text "CP"; write nodes=$CP to use the parameter`},
+		{"bash {target=node nodes=$NOPE}", `$NOPE is not a declared parameter`},
+		{`bash {target=node selector=""}`, `selector= is empty; Cairn never runs on every node`},
 		{"bash {target=local interval=0s}", `block "intro-1": interval "0s": use a Go duration`},
 		{"bash {target=local always=yes}", `block "intro-1": always must be true or false, not "yes"`},
 	} {

@@ -197,7 +197,22 @@ const (
 	TargetSSH    Target = "ssh"
 	TargetKube   Target = "kube"
 	TargetManual Target = "manual"
+	// TargetPod runs a shell block in the containers of existing pods,
+	// through the API's exec (no SSH): one result per pod.
+	TargetPod Target = "pod"
+	// TargetNode runs a shell block on nodes through a short-lived
+	// privileged pod pinned to each, in the node's namespaces (as kubectl
+	// debug node does): one result per node.
+	TargetNode Target = "node"
 )
+
+// UsesKube reports whether blocks of this target reach the cluster of the
+// runbook's kube context (and so are guarded by kube.contexts).
+func (t Target) UsesKube() bool { return t == TargetKube || t == TargetPod || t == TargetNode }
+
+// Fans reports whether a block of this target runs once per host, pod or
+// node, each with its own result.
+func (t Target) Fans() bool { return t == TargetSSH || t == TargetPod || t == TargetNode }
 
 // Role says what a fenced block is for.
 type Role int
@@ -262,6 +277,12 @@ type Block struct {
 	From     string // action=copy source host parameter
 	Copies   []Copy
 
+	// pod and node
+	Workload  string // pod: KIND/NAME whose pods to run in (ds/cilium)
+	Container string // pod: the container; default the pod's default container
+	Nodes     string // node: node names, space or comma separated (parameters allowed)
+	Image     string // node: the image of the node pod; default the executor's
+
 	// kube (and ssh copy)
 	Action        string
 	Kind          string
@@ -312,6 +333,19 @@ func (b *Block) Badge(rb *Runbook) string {
 			return "kube:" + b.Action
 		}
 		return "kube"
+	case TargetPod:
+		switch {
+		case b.Workload != "":
+			return "pod:" + b.Workload
+		case b.Name != "":
+			return "pod:" + b.Name
+		}
+		return "pod:" + b.Selector
+	case TargetNode:
+		if b.Nodes != "" {
+			return "node:" + b.Nodes
+		}
+		return "node:" + b.Selector
 	}
 	return string(b.Target)
 }
