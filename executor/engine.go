@@ -20,6 +20,8 @@ const (
 	RunnerSSH       = "ssh"
 	RunnerKube      = "kube"       // native kube actions
 	RunnerKubeShell = "kube-shell" // bash blocks with the runbook's kube context pinned
+	RunnerPod       = "pod"        // bash in existing pods, through the API
+	RunnerNode      = "node"       // bash on nodes, through a pod pinned to each
 )
 
 // DefaultMaxOutput bounds the output a run keeps per host (the tail is kept:
@@ -265,7 +267,7 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 		}
 	}
 	where := ""
-	if b.Target == runbook.TargetKube {
+	if b.Target.UsesKube() {
 		if e.KubeWhere == nil {
 			return nil, TargetOff(errors.New("no kube context configured"))
 		}
@@ -314,6 +316,9 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 		}
 		where = strings.Join(job.Hosts, " ")
 	}
+	if b.Target == runbook.TargetPod || b.Target == runbook.TargetNode {
+		where += ", " + PodsOrNodesShown(rb, b, env)
+	}
 	maxRuns := e.MaxRuns
 	if maxRuns <= 0 {
 		maxRuns = DefaultMaxRuns
@@ -352,6 +357,10 @@ func runnerKey(b *runbook.Block) string {
 			return RunnerKubeShell
 		}
 		return RunnerKube
+	case runbook.TargetPod:
+		return RunnerPod
+	case runbook.TargetNode:
+		return RunnerNode
 	}
 	return RunnerLocal
 }

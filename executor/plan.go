@@ -328,6 +328,15 @@ func (e *Engine) WhereShown(rb *runbook.Runbook, b *runbook.Block, values map[st
 			w += ", namespace " + TextShown(rb, b.Namespace, values)
 		}
 		return w
+	case runbook.TargetPod, runbook.TargetNode:
+		if e.KubeWhere == nil {
+			return "no kube context configured"
+		}
+		w, err := e.KubeWhere(rb)
+		if err != nil {
+			return err.Error()
+		}
+		return w + ", " + PodsOrNodesShown(rb, b, values)
 	case runbook.TargetSSH:
 		w := "ssh " + strings.Join(runbook.SplitHosts(values[b.Hosts]), " ")
 		if b.Sudo {
@@ -336,6 +345,26 @@ func (e *Engine) WhereShown(rb *runbook.Runbook, b *runbook.Block, values map[st
 		return w
 	}
 	return "this machine"
+}
+
+// PodsOrNodesShown names the pods or nodes a pod or node block chooses,
+// as its attributes say (they are listed only when it runs).
+func PodsOrNodesShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
+	ns := ""
+	if b.Namespace != "" {
+		ns = " in namespace " + TextShown(rb, b.Namespace, values)
+	}
+	switch {
+	case b.Target == runbook.TargetNode && b.Nodes != "":
+		return "nodes " + TextShown(rb, b.Nodes, values)
+	case b.Target == runbook.TargetNode:
+		return "nodes with labels " + TextShown(rb, b.Selector, values)
+	case b.Workload != "":
+		return "pods of " + TextShown(rb, b.Workload, values) + ns
+	case b.Name != "":
+		return "pod " + TextShown(rb, b.Name, values) + ns
+	}
+	return "pods with labels " + TextShown(rb, b.Selector, values) + ns
 }
 
 // CommandShown is what a block would do: the command a reader would paste

@@ -44,7 +44,7 @@ func Verify(b *runbook.Block, hosts []HostResult, outputs map[string]string, oc 
 	e := b.Expect
 	for _, h := range hosts {
 		where := ""
-		if len(hosts) > 1 || b.Target == runbook.TargetSSH {
+		if len(hosts) > 1 || b.Target.Fans() {
 			where = h.Host + ": "
 		}
 		if h.Err != nil {

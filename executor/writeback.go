@@ -136,6 +136,8 @@ func outputBlock(rec *Record) string {
 	switch {
 	case rec.Target == string(runbook.TargetKube):
 		attrs = append(attrs, "context="+quoteAttr(rec.Where))
+	case rec.Target == string(runbook.TargetPod) || rec.Target == string(runbook.TargetNode):
+		attrs = append(attrs, "context="+quoteAttr(rec.Where), "host="+quoteAttr(host))
 	case host != "":
 		attrs = append(attrs, "host="+quoteAttr(host))
 	default:

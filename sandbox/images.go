@@ -30,6 +30,11 @@ var (
 	ImageCCM  = sandboxRegistry + "/cloud-controller-manager:" + KubeVersion
 )
 
+// ImageNodeShell is the image of target=node pods on sandbox nodes: what
+// kubectl debug node's images give (nsenter, sleep, a shell and the tools
+// the reaper of a cancelled run uses), for a cluster no registry serves.
+var ImageNodeShell = sandboxRegistry + "/node-shell:v1"
+
 // CCMImagesDir is the subdirectory of ImagesDir holding ImageKCMN and
 // ImageCCM.
 const CCMImagesDir = "ccm"
@@ -66,6 +71,19 @@ func NodeImages() []NodeImage {
 		etcd,
 		{Ref: imageRegistry + "/coredns/coredns:" + ImageCoreDNSTag, Bins: []string{"coredns"}, Entrypoint: []string{"/coredns"}},
 		{Ref: imageRegistry + "/pause:" + ImagePauseTag, Bins: []string{"pause"}, Entrypoint: []string{"/pause"}},
+		NodeShellImage(),
+	}
+}
+
+// NodeShellImage is ImageNodeShell: Debian's nsenter, sleep, dash as
+// /bin/sh, bash, and grep, tr and cat for the reaper. It holds no program
+// built here.
+func NodeShellImage() NodeImage {
+	return NodeImage{
+		Ref: ImageNodeShell,
+		System: []string{"/usr/bin/nsenter", "/usr/bin/sleep", "/usr/bin/dash", "/usr/bin/bash",
+			"/usr/bin/grep", "/usr/bin/tr", "/usr/bin/cat", "/usr/bin/env"},
+		Links: map[string]string{"/bin/sh": "/usr/bin/dash", "/bin/bash": "/usr/bin/bash", "/usr/bin/sh": "dash"},
 	}
 }
 

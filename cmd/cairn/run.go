@@ -178,10 +178,13 @@ func (t *terminal) Confirm(ctx context.Context, p *executor.Prompt) (bool, error
 }
 
 func (t *terminal) Start(r *executor.Run) executor.Sink {
-	if r.Where != "" && r.Job.Block.Target == runbook.TargetSSH {
+	b := r.Job.Block
+	if r.Where != "" && b.Target.Fans() {
 		fmt.Fprintf(t.m.Stdout, "  on %s\n", r.Where)
 	}
-	t.out = &termSink{w: t.m.Stdout, multi: len(r.Job.Hosts) > 1}
+	// Pods and nodes are known only once the block runs: one or many,
+	// each line says whose it is.
+	t.out = &termSink{w: t.m.Stdout, multi: len(r.Job.Hosts) > 1 || b.Target == runbook.TargetPod || b.Target == runbook.TargetNode}
 	return t.out
 }
 

@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -61,6 +63,9 @@ type Config struct {
 	// WatchTimeout bounds each watch of action=wait; the watch is then
 	// re-listed. Default 5m. Tests lower it to exercise the re-list.
 	WatchTimeout time.Duration
+	// NodeImage is the image of target=node pods when the block names
+	// none; default DefaultNodeImage.
+	NodeImage string
 	// CRDWait bounds how long apply waits for a kind defined by a CRD
 	// applied earlier in the same manifest to be served. Default 30s.
 	CRDWait time.Duration
@@ -93,6 +98,9 @@ type Runner struct {
 	target Target
 	raw    clientcmdapi.Config // the merged kubeconfig, paths resolved
 	dyn    dynamic.Interface
+	rest   *rest.Config
+	core   corev1client.CoreV1Interface
+	authz  authorizationv1client.AuthorizationV1Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	kinds  meta.RESTMapper // mapper with short names (deploy, cm, ...)
 
@@ -155,6 +163,14 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube context %q: dynamic client: %w", name, err)
 	}
+	core, err := corev1client.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kube context %q: core client: %w", name, err)
+	}
+	authz, err := authorizationv1client.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kube context %q: authorization client: %w", name, err)
+	}
 	cached := memory.NewMemCacheClient(dc)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	return &Runner{
@@ -162,6 +178,9 @@ func New(cfg Config) (*Runner, error) {
 		target: t,
 		raw:    raw,
 		dyn:    dyn,
+		rest:   rc,
+		core:   core,
+		authz:  authz,
 		mapper: mapper,
 		kinds:  restmapper.NewShortcutExpander(mapper, cached, nil),
 	}, nil

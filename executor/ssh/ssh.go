@@ -86,12 +86,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -152,12 +149,8 @@ const (
 	defaultKeepAlive      = 15 * time.Second
 )
 
-// ErrSkipped is the Err of a host that was not started because another host
-// of the group failed.
-var ErrSkipped = errors.New("skipped: an earlier host failed")
-
-// envName is what may be exported in the preamble.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// ErrSkipped is executor.ErrSkipped.
+var ErrSkipped = executor.ErrSkipped
 
 // Run implements executor.Runner.
 func (r *Runner) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]executor.HostResult, error) {
@@ -168,13 +161,8 @@ func (r *Runner) Run(ctx context.Context, job *executor.Job, out executor.Sink) 
 	if len(job.Hosts) == 0 {
 		return nil, fmt.Errorf("block %s: no hosts to run on (parameter %s is empty): %w", b.ID, b.Hosts, executor.ErrBadParam)
 	}
-	for k, v := range job.Env {
-		if !envName.MatchString(k) {
-			return nil, fmt.Errorf("block %s: %q is not a shell variable name: %w", b.ID, k, executor.ErrBadParam)
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return nil, fmt.Errorf("block %s: the value of %s contains a NUL byte, which no shell variable can hold: %w", b.ID, k, executor.ErrBadParam)
-		}
+	if err := executor.CheckScriptEnv(job); err != nil {
+		return nil, err
 	}
 	res, err := r.newResolver()
 	if err != nil {
@@ -194,80 +182,28 @@ func (r *Runner) Run(ctx context.Context, job *executor.Job, out executor.Sink) 
 	return r.group(ctx, job, res, run, out), nil
 }
 
-// hostFunc runs the block on one resolved host. It fills Exit and Err; the
-// group fills Host, Start and Duration.
+// hostFunc runs the block on one resolved host. It fills Exit and Err;
+// executor.FanOut fills Host, Start and Duration.
 type hostFunc func(ctx context.Context, h *Host) executor.HostResult
 
-// group runs run on every host of job, job.Block.Parallel at a time, and
-// stops starting hosts after the first failure.
+// group runs run on every host of the job (executor.FanOut: in order or
+// Parallel at a time, at most MaxParallel; none started after a failure).
 func (r *Runner) group(ctx context.Context, job *executor.Job, res *resolver, run hostFunc, out executor.Sink) []executor.HostResult {
-	hosts := job.Hosts
-	results := make([]executor.HostResult, len(hosts))
 	maxPar := r.MaxParallel
 	if maxPar <= 0 {
 		maxPar = defaultMaxParallel
 	}
-	par := min(max(job.Block.Parallel, 1), maxPar, len(hosts))
-	var failed atomic.Bool
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range par {
-		wg.Go(func() {
-			for i := range next {
-				results[i] = r.one(ctx, job, res, hosts[i], run, out, &failed)
-			}
-		})
-	}
-	for i := range hosts {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return results
+	return executor.FanOut(ctx, job, job.Hosts, min(job.Block.Parallel, maxPar), func(ctx context.Context, name string) executor.HostResult {
+		h, err := res.resolve(name)
+		if err != nil {
+			return executor.HostResult{Exit: -1, Err: err}
+		}
+		return run(ctx, h)
+	}, out)
 }
 
-// one runs one host of a group, or skips it.
-func (r *Runner) one(ctx context.Context, job *executor.Job, res *resolver, name string, run hostFunc, out executor.Sink, failed *atomic.Bool) executor.HostResult {
-	hr := executor.HostResult{Host: name, Exit: -1, Start: time.Now()}
-	var skip error
-	switch {
-	case ctx.Err() != nil:
-		skip = fmt.Errorf("not started: %w", ctxErr(ctx))
-	case failed.Load():
-		skip = ErrSkipped
-	}
-	if skip != nil {
-		hr.Err = skip
-		out.Event(executor.Event{Kind: "host-end", Host: name, Exit: -1, Message: skip.Error()})
-		return hr
-	}
-	out.Event(executor.Event{Kind: "host-start", Host: name})
-	if h, err := res.resolve(name); err != nil {
-		hr.Err = err
-	} else {
-		got := run(ctx, h)
-		hr.Exit, hr.Err = got.Exit, got.Err
-	}
-	hr.Duration = time.Since(hr.Start)
-	if hr.Err != nil || !job.Block.Expect.AnyExit && hr.Exit != job.Block.Expect.Exit {
-		failed.Store(true)
-	}
-	ev := executor.Event{Kind: "host-end", Host: name, Exit: hr.Exit}
-	if hr.Err != nil {
-		ev.Message = hr.Err.Error()
-	}
-	out.Event(ev)
-	return hr
-}
-
-// ctxErr is the error for a run that ctx ended: executor.ErrTimeout for a
-// deadline, else ctx's own error.
-func ctxErr(ctx context.Context) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return executor.ErrTimeout
-	}
-	return ctx.Err()
-}
+// ctxErr is executor.CtxErr.
+func ctxErr(ctx context.Context) error { return executor.CtxErr(ctx) }
 
 func (r *Runner) grace() time.Duration {
 	if r.Grace > 0 {
@@ -295,7 +231,7 @@ func (r *Runner) runScript(ctx context.Context, job *executor.Job, h *Host, out 
 // (or sudo) with standard error joined to standard output.
 func scriptCommand(sudo bool, session string) string {
 	bash := "bash --noprofile --norc -euo pipefail -s"
-	reap := "/bin/sh -c " + runbook.ShellQuote(reapScript(session))
+	reap := "/bin/sh -c " + runbook.ShellQuote(executor.ReapScript(session))
 	if sudo {
 		bash = "sudo -n " + bash
 		reap = "sudo -n " + reap
@@ -313,50 +249,7 @@ cairn_reap
 exit $rc`)
 }
 
-var runIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// reapScript kills every process whose environment holds
-// CAIRN_SESSION=session (hex: safe in the text). GNU grep reads every
-// environ file in one process (-z: entries end in NUL); a loop that forks
-// per process took seconds on a loaded machine, longer than the grace
-// before SIGKILL ended the reaper itself. Other greps get the loop.
-func reapScript(session string) string {
-	if !runIDRe.MatchString(session) {
-		return "exit 0"
-	}
-	entry := "'CAIRN_SESSION=" + session + "'"
-	return `if printf 'a\000' | grep -qzx a 2>/dev/null; then ` +
-		`for f in $(grep -lzx ` + entry + ` /proc/[0-9]*/environ 2>/dev/null); do p=${f#/proc/}; p=${p%/environ}; [ "$p" = "$$" ] || kill -9 "$p" 2>/dev/null; done; ` +
-		`else for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
-		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx ` + entry + `; then kill -9 "$p" 2>/dev/null; fi; done; fi; exit 0`
-}
-
 const sidPrefix = "cairn-sid="
-
-// scriptInput is what bash reads: exports, then the script in braces.
-func scriptInput(job *executor.Job, host, session string) string {
-	var b strings.Builder
-	names := make([]string, 0, len(job.Env))
-	for k := range job.Env {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	export := func(k, v string) { b.WriteString("export " + k + "=" + runbook.ShellQuote(v) + "\n") }
-	for _, k := range names {
-		export(k, job.Env[k])
-	}
-	export("CAIRN_RUN_ID", job.RunID)
-	export("CAIRN_BLOCK", job.Block.ID)
-	export("CAIRN_HOST", host)
-	export("CAIRN_SESSION", session) // what the remote sh reaps by
-	b.WriteString("{\n")
-	b.WriteString(job.Block.Content)
-	if !strings.HasSuffix(job.Block.Content, "\n") {
-		b.WriteString("\n")
-	}
-	b.WriteString("}\n")
-	return b.String()
-}
 
 // execScript runs the script over one session on c and returns its exit
 // status. It returns once the session and every goroutine it started are
@@ -386,7 +279,7 @@ func (r *Runner) execScript(ctx context.Context, c *client, job *executor.Job, o
 	wg.Go(func() { r.keepAlive(c, kaStop) })
 	wg.Go(func() {
 		// Fails only when the session ends first; Wait reports why.
-		_, _ = io.WriteString(stdin, scriptInput(job, h.Name, session))
+		_, _ = io.WriteString(stdin, executor.ScriptInput(job, h.Name, session))
 		_ = stdin.Close()
 	})
 	done := make(chan error, 1)
@@ -512,7 +405,7 @@ func signalCommand(sid int, sig string, sudo bool, session string) string {
 	n := strconv.Itoa(sid)
 	cmd := "kill -s " + sig + " -- -" + n + " 2>/dev/null; pkill -" + sig + " -s " + n + " 2>/dev/null; exit 0"
 	if sig == string(ssh.SIGKILL) {
-		cmd = "kill -s " + sig + " -- -" + n + " 2>/dev/null; pkill -" + sig + " -s " + n + " 2>/dev/null; " + reapScript(session)
+		cmd = "kill -s " + sig + " -- -" + n + " 2>/dev/null; pkill -" + sig + " -s " + n + " 2>/dev/null; " + executor.ReapScript(session)
 	}
 	if sudo {
 		return "sudo -n /bin/sh -c " + runbook.ShellQuote(cmd) + " 2>/dev/null || { " + cmd + "; }"

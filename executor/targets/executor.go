@@ -17,6 +17,9 @@ import (
 type Config struct {
 	Kubeconfig string // kubeconfig for kube blocks ("": $KUBECONFIG, ~/.kube/config or the sandbox's)
 	Context    string // its context ("": current-context)
+	// NodeImage is the image of target=node pods ("": the sandbox's when
+	// its nodes are the cluster, else kube.DefaultNodeImage).
+	NodeImage string
 	SSHConfig  string // OpenSSH client config for ssh blocks
 	KnownHosts string
 	Identity   []string // private key files
@@ -79,7 +82,7 @@ func Open(ctx context.Context, cfg Config, content string) (*Executor, error) {
 	x.Notes = append(x.Notes, t.cur.notes...)
 	x.KubeErr = t.cur.kubeErr
 	runners := map[string]executor.Runner{executor.RunnerLocal: &local.Runner{Supervisor: cfg.Supervisor}}
-	for _, key := range []string{executor.RunnerKube, executor.RunnerKubeShell, executor.RunnerSSH} {
+	for _, key := range []string{executor.RunnerKube, executor.RunnerKubeShell, executor.RunnerPod, executor.RunnerNode, executor.RunnerSSH} {
 		runners[key] = slot{t: t, key: key}
 	}
 	x.Engine = &executor.Engine{Runners: runners, Journal: j, Objects: kube.Checker{}, KubeWhere: t.KubeWhere, CheckRequires: true}

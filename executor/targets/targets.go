@@ -45,6 +45,8 @@ type targetSet struct {
 	facts     map[string]string  // that sandbox's facts (sandbox.Status.Facts)
 	kube      *kube.Runner
 	kubeErr   error
+	pods      executor.Runner
+	nodes     executor.Runner
 	kubeShell executor.Runner
 	ssh       executor.Runner
 	sshNote   string
@@ -187,10 +189,10 @@ func (t *Set) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.KubeIn
 	}
 	if kubeconfig == "" && os.Getenv("KUBECONFIG") == "" && !fileExists(defaultKubeconfig()) {
 		set.kubeErr = fmt.Errorf("no cluster: no --kubeconfig, $KUBECONFIG is unset and %s does not exist", defaultKubeconfig())
-	} else if kr, err := kube.New(kube.Config{Kubeconfig: kubeconfig, Context: kctx}); err != nil {
+	} else if kr, err := kube.New(kube.Config{Kubeconfig: kubeconfig, Context: kctx, NodeImage: t.nodeImage(st, k)}); err != nil {
 		set.kubeErr = err
 	} else {
-		set.kube = kr
+		set.kube, set.pods, set.nodes = kr, kr.Pods(), kr.Nodes()
 		dir, err := os.MkdirTemp("", "cairn-kube-")
 		if err != nil {
 			return nil, err
@@ -227,6 +229,16 @@ func (t *Set) build(st sandbox.Status, inv *sandbox.Inventory, k *sandbox.KubeIn
 	return set, nil
 }
 
+// nodeImage is the node pods' image: the flag's, else the sandbox's own
+// when its nodes are the cluster (no registry serves images there), else
+// the runner's default.
+func (t *Set) nodeImage(st sandbox.Status, k *sandbox.KubeInfo) string {
+	if t.cfg.NodeImage != "" || k == nil || !st.Nodes {
+		return t.cfg.NodeImage
+	}
+	return sandbox.ImageNodeShell
+}
+
 func defaultKubeconfig() string {
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".kube", "config")
@@ -257,6 +269,14 @@ func (t *Set) runner(key string) (executor.Runner, error) {
 			return nil, t.offErr("kube", set.kubeErr)
 		}
 		return set.kubeShell, nil
+	case executor.RunnerPod, executor.RunnerNode:
+		if set.kube == nil {
+			return nil, t.offErr("kube", set.kubeErr)
+		}
+		if key == executor.RunnerPod {
+			return set.pods, nil
+		}
+		return set.nodes, nil
 	case executor.RunnerSSH:
 		if set.ssh == nil {
 			return nil, t.offErr("ssh", nil)

@@ -1,0 +1,105 @@
+package kube
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
+)
+
+func TestNewSelection(t *testing.T) {
+	b := &runbook.Block{ID: "b", Target: runbook.TargetPod, Namespace: "$NS", Workload: "ds/$NAME", Container: "$C", Nodes: "$NODES", Image: "$IMG", Selector: "app=$APP"}
+	good := map[string]string{"NS": "kube-system", "NAME": "cilium", "C": "agent", "NODES": "cp1, cp2 w1", "IMG": "reg.example:5000/x/node-shell:v1@sha256:ab", "APP": "web"}
+	s, err := newSelection(b, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.namespace != "kube-system" || s.workload != "ds/cilium" || s.container != "agent" || s.image != good["IMG"] || s.selector != "app=web" {
+		t.Errorf("selection = %+v", s)
+	}
+	if got := splitNames(s.nodes); strings.Join(got, "|") != "cp1|cp2|w1" {
+		t.Errorf("nodes = %q", got)
+	}
+	// A value is data for the field it lands in: it cannot widen a
+	// selector, reach another namespace or become an option.
+	for _, tc := range []struct{ name, value, want string }{
+		{"APP", "web,tier!=x", "selector=app=$APP"},
+		{"APP", "web tier", "selector=app=$APP"},
+		{"NS", "kube-system/../x", "namespace=$NS"},
+		{"NAME", "cilium/../../x", "workload=ds/$NAME"},
+		{"NODES", "cp1;reboot", "nodes=$NODES"},
+		{"IMG", "--privileged", "image=$IMG"},
+		{"IMG", "busybox\nx", "image=$IMG"},
+		{"C", "a b", "container=$C"},
+	} {
+		env := map[string]string{}
+		for k, v := range good {
+			env[k] = v
+		}
+		env[tc.name] = tc.value
+		_, err := newSelection(b, env)
+		if !errors.Is(err, executor.ErrBadParam) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%q: got %v, want ErrBadParam naming %s", tc.name, tc.value, err, tc.want)
+		}
+	}
+}
+
+func TestNodePod(t *testing.T) {
+	r := &Runner{}
+	job := &executor.Job{RunID: "run1", Block: &runbook.Block{ID: "edit-manifest", Timeout: 5 * time.Minute}}
+	p := r.NodePod(job, "kube-system", "cp1", "img:v1")
+	sp := p.Spec
+	if sp.NodeName != "cp1" || !sp.HostPID || !sp.HostNetwork || !sp.HostIPC {
+		t.Errorf("not pinned to the node's namespaces: %+v", sp)
+	}
+	if sp.ActiveDeadlineSeconds == nil || *sp.ActiveDeadlineSeconds != 360 {
+		t.Errorf("activeDeadlineSeconds = %v, want the timeout plus a minute (360)", sp.ActiveDeadlineSeconds)
+	}
+	c := sp.Containers[0]
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged || c.Image != "img:v1" {
+		t.Errorf("container = %+v", c)
+	}
+	if strings.Join(c.Command, " ") != "sleep 360" {
+		t.Errorf("command = %q", c.Command)
+	}
+	if len(sp.Tolerations) != 1 || sp.Tolerations[0].Operator != "Exists" || sp.Tolerations[0].Key != "" {
+		t.Errorf("tolerations = %+v, want one that tolerates every taint", sp.Tolerations)
+	}
+	if sp.AutomountServiceAccountToken == nil || *sp.AutomountServiceAccountToken {
+		t.Error("the node pod must not mount a service account token")
+	}
+	l := p.Labels
+	if l[LabelManagedBy] != "cairn" || l[LabelRole] != roleNodeShell || l[LabelRun] != "run1" || l[LabelOwner] != Owner() {
+		t.Errorf("labels = %v", l)
+	}
+	if p.Annotations[AnnotationPID] == "" || !strings.HasPrefix(p.GenerateName, "cairn-node-cp1-") {
+		t.Errorf("meta = %+v", p.ObjectMeta)
+	}
+	long := r.NodePod(job, "x", strings.Repeat("n", 80)+".example", "i")
+	if len(long.GenerateName) > 58 {
+		t.Errorf("generateName %q leaves no room for the suffix", long.GenerateName)
+	}
+}
+
+func TestOwner(t *testing.T) {
+	o := Owner()
+	if o == "" || len(o) > 63 || !isSelectorValue(o) {
+		t.Errorf("Owner() = %q is no label value", o)
+	}
+}
+
+func TestProcessAlive(t *testing.T) {
+	if !processAlive(strconv.Itoa(os.Getpid())) {
+		t.Error("this process is not alive")
+	}
+	for _, v := range []string{"", "x", "-1", "0", "999999999"} {
+		if processAlive(v) {
+			t.Errorf("processAlive(%q) = true", v)
+		}
+	}
+}
