@@ -32,6 +32,7 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.writeBack, "write-back", false, "write verified output back into the Markdown (also per runbook: write_back: true)")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig for kube blocks (default $KUBECONFIG or ~/.kube/config; the sandbox's when it runs)")
 	fs.StringVar(&f.Context, "context", "", "kubeconfig context (default current-context); runbooks refuse contexts they do not list")
+	fs.StringVar(&f.NodeImage, "node-image", "", "image of the pods target=node blocks run through; it needs nsenter and sleep (default busybox:1.37; the sandbox's own when its nodes are the cluster)")
 	fs.StringVar(&f.SSHConfig, "ssh-config", "", "OpenSSH client config for ssh blocks (Host, HostName, Port, User, IdentityFile)")
 	fs.StringVar(&f.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	fs.Var((*stringList)(&f.Identity), "identity", "private key file for ssh blocks (repeatable; ssh-agent is used too)")

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/cairn-dev/cairn/executor/local"
+	"k8s.io/klog/v2"
 	// The content lints (runbook.RegisterLint) apply to every command.
 	_ "github.com/cairn-dev/cairn/lint"
 )
@@ -34,6 +35,12 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
 		os.Exit(local.Supervise(os.Args[2:]))
 	}
+	// client-go logs through klog to standard error (a cancelled exec's
+	// "Copying stdout failed"), which would cut into the terminal's
+	// output; every error that matters comes back to Cairn, which reports
+	// it where it belongs.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// A second signal forces exit, as in litestream: the first one only

@@ -165,8 +165,9 @@ func splitNames(v string) []string {
 }
 
 // start is what both runners do first: the context guard, the values the
-// preamble carries, the selection, and a line naming the cluster.
-func (r *Runner) start(job *executor.Job, want runbook.Target, out executor.Sink) (*selection, error) {
+// preamble carries, and the selection. (The engine's Where names the
+// cluster and the selection.)
+func (r *Runner) start(job *executor.Job, want runbook.Target) (*selection, error) {
 	b := job.Block
 	if b == nil {
 		return nil, errors.New("kube: job has no block")
@@ -180,18 +181,13 @@ func (r *Runner) start(job *executor.Job, want runbook.Target, out executor.Sink
 	if err := executor.CheckScriptEnv(job); err != nil {
 		return nil, err
 	}
-	sel, err := newSelection(b, job.Env)
-	if err != nil {
-		return nil, err
-	}
-	out.Event(executor.Event{Kind: "info", Message: r.target.String()})
-	return sel, nil
+	return newSelection(b, job.Env)
 }
 
 // Run implements executor.Runner for target=pod.
 func (p podRunner) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]executor.HostResult, error) {
 	r := p.r
-	sel, err := r.start(job, runbook.TargetPod, out)
+	sel, err := r.start(job, runbook.TargetPod)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +438,7 @@ func (w *hostWriter) Write(p []byte) (int, error) {
 // Run implements executor.Runner for target=node.
 func (n nodeRunner) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]executor.HostResult, error) {
 	r := n.r
-	sel, err := r.start(job, runbook.TargetNode, out)
+	sel, err := r.start(job, runbook.TargetNode)
 	if err != nil {
 		return nil, err
 	}
@@ -554,7 +550,7 @@ func Owner() string {
 // of the executor). No service account token, no service links.
 func (r *Runner) NodePod(job *executor.Job, ns, node, image string) *corev1.Pod {
 	deadline := int64((job.Block.Timeout + nodePodDeadline) / time.Second)
-	t, f, zero := true, false, int64(0)
+	t, f := true, false
 	prefix := "cairn-node-" + node
 	if len(prefix) > 50 {
 		prefix = prefix[:50]
@@ -581,7 +577,7 @@ func (r *Runner) NodePod(job *executor.Job, ns, node, image string) *corev1.Pod 
 			HostIPC:                       true,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			ActiveDeadlineSeconds:         &deadline,
-			TerminationGracePeriodSeconds: &zero,
+			TerminationGracePeriodSeconds: &nodePodGrace,
 			AutomountServiceAccountToken:  &f,
 			EnableServiceLinks:            &f,
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
@@ -619,13 +615,17 @@ func (r *Runner) onNode(ctx context.Context, job *executor.Job, out executor.Sin
 	return r.execScript(ctx, job, out, ns, pod.Name, nodeContainer, node, NodeCommand(session), session, nsenterHost)
 }
 
-// deleteNodePod deletes the pod at once (no grace: its processes are the
-// run's, already ended or reaped), also when ctx has ended.
+// nodePodGrace is the grace period of a node pod's deletion: its
+// processes are the run's, already ended or reaped, and sleep ignores
+// SIGTERM as PID 1. Not 0: that would be a forced deletion, which removes
+// the object before the kubelet has stopped the container.
+var nodePodGrace = int64(1)
+
+// deleteNodePod deletes the pod, also when ctx has ended.
 func (r *Runner) deleteNodePod(ctx context.Context, out executor.Sink, node string, pod *corev1.Pod) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	zero := int64(0)
-	err := r.core.Pods(pod.Namespace).Delete(dctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	err := r.core.Pods(pod.Namespace).Delete(dctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &nodePodGrace})
 	if err != nil && !apierrors.IsNotFound(err) {
 		out.Event(executor.Event{Kind: "info", Host: node, Message: fmt.Sprintf("could not delete pod %s/%s: %v (its deadline ends it; the next node block deletes it)", pod.Namespace, pod.Name, err)})
 	}
@@ -710,13 +710,15 @@ func (r *Runner) SweepNodePods(ctx context.Context, ns string) error {
 		return err
 	}
 	var errs []error
-	zero := int64(0)
 	for _, p := range l.Items {
 		over := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 		if !over && processAlive(p.Annotations[AnnotationPID]) {
 			continue
 		}
-		if err := r.core.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		if p.DeletionTimestamp != nil {
+			continue // on its way
+		}
+		if err := r.core.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &nodePodGrace}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %s/%s: %w", p.Namespace, p.Name, err))
 		}
 	}

@@ -61,8 +61,8 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		{"stacked-upload", "stacked", "upload", 0, runCCMOnNodes},
 		{"external-upload", "external", "upload", 3, nil},
 		// The manual certificate path by scp: the person at the terminal
-		// (interactive).
-		{"stacked-scp", "stacked", "scp", 0, nil},
+		// (interactive); then blocks in pods and on nodes through the API.
+		{"stacked-scp", "stacked", "scp", 0, runFanOutOnNodes},
 		// The Cilium runbook on the cluster this run built: its agents as
 		// pods on these nodes. Last, and never beside a cluster being
 		// built (see building).
@@ -410,8 +410,11 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 
 // thenName names the subtest of a run's second runbook.
 func thenName(then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)) string {
-	if fmt.Sprintf("%p", then) == fmt.Sprintf("%p", runCiliumOnNodes) {
+	switch fmt.Sprintf("%p", then) {
+	case fmt.Sprintf("%p", runCiliumOnNodes):
 		return "cilium-multipool"
+	case fmt.Sprintf("%p", runFanOutOnNodes):
+		return "pods-and-nodes"
 	}
 	return "ccm-leader-migration"
 }

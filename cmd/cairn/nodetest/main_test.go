@@ -62,9 +62,19 @@ func cairn(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, args 
 
 // cairnWith is cairn with env added to the test's environment.
 func cairnWith(ctx context.Context, env []string, stdin io.Reader, stdout, stderr io.Writer, args ...string) error {
-	bin, err := buildCairn(ctx)
+	cmd, err := startCairn(ctx, env, stdin, stdout, stderr, args...)
 	if err != nil {
 		return err
+	}
+	return cmd.Wait()
+}
+
+// startCairn starts `cairn args...` in a process group of its own
+// (cancelling ctx kills the group) and returns it running.
+func startCairn(ctx context.Context, env []string, stdin io.Reader, stdout, stderr io.Writer, args ...string) (*exec.Cmd, error) {
+	bin, err := buildCairn(ctx)
+	if err != nil {
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
@@ -74,7 +84,7 @@ func cairnWith(ctx context.Context, env []string, stdin io.Reader, stdout, stder
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// A child left holding the command's output after it exits is an
-	// orphan: Run says so (exec.ErrWaitDelay) instead of waiting for it.
+	// orphan: Wait says so (exec.ErrWaitDelay) instead of waiting for it.
 	cmd.WaitDelay = 10 * time.Second
-	return cmd.Run()
+	return cmd, cmd.Start()
 }

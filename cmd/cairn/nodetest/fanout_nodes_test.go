@@ -1,0 +1,210 @@
+package nodetest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cairn-dev/cairn/internal/bundledtest"
+	"github.com/cairn-dev/cairn/sandbox"
+)
+
+// runFanOutOnNodes runs target=pod and target=node blocks through `cairn
+// run` on the cluster a kubeadm run built: real kubelets and containerd,
+// exec through the real apiserver (testdata/fanout.md). Then the node
+// pods' life: a cancelled run deletes its pod and ends the script's
+// processes on the node; a run killed with SIGKILL leaves its pod, and the
+// next node block of that machine deletes it (and with it the processes).
+func runFanOutOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
+	inv := sb.Inventory()
+	kubeconfig := readerKubeconfig(t, inv, dir, "fanout-kubeconfig")
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := corev1client.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--kubeconfig", kubeconfig, "--sandbox", "no", "--yes", "--journal", filepath.Join(dir, "fanout-journal.db")}
+	run := func(t *testing.T, runbook string, extra ...string) (string, error) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		err := cairn(bundledtest.Ctx(t, 5*time.Minute), nil, &out, &errOut, append(append([]string{"run", runbook}, common...), extra...)...)
+		return out.String() + errOut.String(), err
+	}
+	cairnPods := func(t *testing.T) []string {
+		t.Helper()
+		l, err := core.Pods("").List(bundledtest.Ctx(t, time.Minute), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=cairn"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range l.Items {
+			names = append(names, p.Namespace+"/"+p.Name+" ("+string(p.Status.Phase)+")")
+		}
+		return names
+	}
+	// noCairnPods waits (a minute at most) until no pod Cairn made is left.
+	noCairnPods := func(t *testing.T, after string) {
+		t.Helper()
+		var left []string
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+			if left = cairnPods(t); len(left) == 0 {
+				return
+			}
+		}
+		t.Errorf("after %s, pods Cairn made are left on the cluster: %v", after, left)
+	}
+	noProcess := func(t *testing.T, node, pattern, after string) {
+		t.Helper()
+		out, err := onNode(inv.SSHConfig, node, "pgrep -af "+pattern+" || true", time.Minute)
+		if err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("after %s, the script's process is left on %s (%v):\n%s", after, node, err, out)
+		}
+	}
+
+	t.Run("blocks", func(t *testing.T) {
+		out, err := run(t, filepath.Join("testdata", "fanout.md"))
+		if err != nil {
+			t.Fatalf("cairn run: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "6 verified, 0 skipped of 6 blocks") {
+			t.Errorf("not every block verified:\n%s", out)
+		}
+		// One result per pod, one per node: each named in its lines.
+		for _, n := range []string{"cp0", "cp1", "cp2", "w0"} {
+			if !regexp.MustCompile(`(?m)cairn-shell-\w+: hello from ` + n + `$`).MatchString(out) {
+				t.Errorf("no pod of the DaemonSet said hello from %s:\n%s", n, out)
+			}
+		}
+		for _, n := range []string{"cp0", "cp1", "cp2"} {
+			if !strings.Contains(out, n+": kube-apiserver.yaml") || !strings.Contains(out, n+": root") {
+				t.Errorf("the node block did not list %s's static pods as root:\n%s", n, out)
+			}
+		}
+		if c := strings.Count(out, ": about to exit 3"); c != 4 {
+			t.Errorf("exit-three ran in %d pods, want 4:\n%s", c, out)
+		}
+		if o, _ := onNode(inv.SSHConfig, "w0", "ls /tmp/cairn-pwned 2>&1 || true", time.Minute); !strings.Contains(o, "No such file") {
+			t.Errorf("a parameter value ran as a command on w0: %s", o)
+		}
+		noCairnPods(t, "a run")
+	})
+
+	long := filepath.Join(dir, "fanout-long.md")
+	if err := os.WriteFile(long, []byte("---\ntitle: long\n---\n\n# Long\n\n## Sleep {#sleep}\n\n"+
+		"```bash {#sleep-on-node target=node nodes=w0 namespace=kube-system image="+sandbox.ImageNodeShell+" timeout=10m}\necho started\nsleep 7771\n```\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "fanout-short.md")
+	if err := os.WriteFile(short, []byte("---\ntitle: short\n---\n\n# Short\n\n## Hi {#hi}\n\n"+
+		"```bash {#hi-on-node target=node nodes=cp1 namespace=kube-system image="+sandbox.ImageNodeShell+" expect.contains=hi}\necho hi\n```\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// start runs the long block and returns once the script runs on w0.
+	start := func(t *testing.T) (*startedRun, func() error) {
+		t.Helper()
+		sr := &startedRun{started: make(chan struct{})}
+		cmd, err := startCairn(bundledtest.Ctx(t, 5*time.Minute), nil, nil, sr, sr, append([]string{"run", long}, common...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-sr.started:
+		case <-time.After(2 * time.Minute):
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the node block did not start within 2 minutes:\n%s", sr)
+		}
+		sr.cmd = cmd
+		return sr, cmd.Wait
+	}
+
+	t.Run("cancel", func(t *testing.T) {
+		sr, wait := start(t)
+		if err := sr.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err == nil {
+			t.Errorf("a cancelled run exited 0:\n%s", sr)
+		}
+		if !strings.Contains(sr.String(), "cancelled") {
+			t.Errorf("the run does not say it was cancelled:\n%s", sr)
+		}
+		noCairnPods(t, "a cancelled run")
+		noProcess(t, "w0", "'[s]leep 7771'", "a cancelled run")
+	})
+
+	t.Run("kill-9", func(t *testing.T) {
+		sr, wait := start(t)
+		if err := sr.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = wait()
+		// Killed, it could not clean up: the pod stays (until its deadline)...
+		if left := cairnPods(t); len(left) != 1 {
+			t.Errorf("after kill -9, pods Cairn made: %v, want the one of the killed run", left)
+		}
+		// ...and the next node block from this machine deletes it.
+		out, err := run(t, short)
+		if err != nil {
+			t.Fatalf("cairn run after kill -9: %v\n%s", err, out)
+		}
+		noCairnPods(t, "kill -9 and the next node block")
+		noProcess(t, "w0", "'[s]leep 7771'", "kill -9 and the next node block")
+	})
+}
+
+// startedRun is a running cairn's terminal: it notes when the script
+// printed "started".
+type startedRun struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	once    sync.Once
+	started chan struct{}
+	cmd     *exec.Cmd
+}
+
+func (s *startedRun) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Write(p)
+	if strings.Contains(s.buf.String(), "w0: started") {
+		s.once.Do(func() { close(s.started) })
+	}
+	return len(p), nil
+}
+
+func (s *startedRun) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// TestFanOutOnRunningNodes runs runFanOutOnNodes on a cluster already
+// built on sandbox nodes (CAIRN_NODETEST_CLUSTER=STATE-DIR, after `cairn
+// sandbox up --nodes` and the kubeadm runbook), to work on it without a
+// kubeadm run each time; CI runs it inside TestBundledKubeadmOnNodes.
+func TestFanOutOnRunningNodes(t *testing.T) {
+	dir := os.Getenv("CAIRN_NODETEST_CLUSTER")
+	if dir == "" {
+		t.Skip("CAIRN_NODETEST_CLUSTER is unset (CI runs this inside TestBundledKubeadmOnNodes)")
+	}
+	sb, err := sandbox.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFanOutOnNodes(t, sb, t.TempDir(), "")
+}
