@@ -23,6 +23,7 @@ import (
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/runbook/nodepod"
 )
 
 // Pods is the runner of target=pod blocks: the block's script runs in a
@@ -43,20 +44,8 @@ type podRunner struct{ r *Runner }
 type nodeRunner struct{ r *Runner }
 
 // DefaultNodeImage is the node pod's image when neither the block nor
-// Config.NodeImage names one: busybox has nsenter and sleep.
-const DefaultNodeImage = "busybox:1.37"
-
-// Labels and annotations of the pods Cairn makes.
-const (
-	LabelManagedBy  = "app.kubernetes.io/managed-by"
-	LabelRole       = "cairn.dev/role"
-	LabelOwner      = "cairn.dev/owner" // which machine and user (Owner)
-	LabelRun        = "cairn.dev/run"
-	AnnotationPID   = "cairn.dev/pid" // the executor's process, to tell a live owner from a killed one
-	roleNodeShell   = "node-shell"
-	nodeContainer   = "node"
-	nodePodDeadline = time.Minute // activeDeadlineSeconds beyond the block's timeout
-)
+// Config.NodeImage names one.
+const DefaultNodeImage = nodepod.DefaultImage
 
 // shellWrapper is what a pod or node runs: /bin/sh starts bash (sh when
 // the container has no bash) reading the preamble and script from
@@ -78,9 +67,7 @@ func PodCommand(session string) []string {
 	return []string{"/bin/sh", "-c", shellWrapper(session)}
 }
 
-// nsenterHost enters the namespaces of the node's PID 1 (the pod shares
-// the node's PID namespace): its mounts, UTS, IPC, network and PIDs.
-var nsenterHost = []string{"nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"}
+var nsenterHost = nodepod.Nsenter
 
 // NodeCommand is the exec command of a target=node block, run in the node
 // pod: the wrapper in the node's namespaces, with the node's /bin/sh and
@@ -543,53 +530,12 @@ func Owner() string {
 	return v
 }
 
-// NodePod is the pod a node block runs through on node: pinned by
-// nodeName (no scheduler, every taint tolerated), privileged, in the
-// node's PID, network and IPC namespaces, sleeping until its deadline (the
-// block's timeout plus a minute; the kubelet then ends it whatever became
-// of the executor). No service account token, no service links.
+// NodePod is the pod a node block runs through on node (nodepod.Spec),
+// labelled with this machine's owner and the executor's pid, so that the
+// next executor sweeps it when this one was killed.
 func (r *Runner) NodePod(job *executor.Job, ns, node, image string) *corev1.Pod {
-	deadline := int64((job.Block.Timeout + nodePodDeadline) / time.Second)
-	t, f := true, false
-	prefix := "cairn-node-" + node
-	if len(prefix) > 50 {
-		prefix = prefix[:50]
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: strings.TrimRight(prefix, "-.") + "-",
-			Namespace:    ns,
-			Labels: map[string]string{
-				LabelManagedBy: "cairn",
-				LabelRole:      roleNodeShell,
-				LabelOwner:     Owner(),
-				LabelRun:       job.RunID,
-			},
-			Annotations: map[string]string{
-				AnnotationPID:     fmt.Sprint(os.Getpid()),
-				"cairn.dev/block": job.Block.ID,
-			},
-		},
-		Spec: corev1.PodSpec{
-			NodeName:                      node,
-			HostPID:                       true,
-			HostNetwork:                   true,
-			HostIPC:                       true,
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			ActiveDeadlineSeconds:         &deadline,
-			TerminationGracePeriodSeconds: &nodePodGrace,
-			AutomountServiceAccountToken:  &f,
-			EnableServiceLinks:            &f,
-			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{
-				Name:            nodeContainer,
-				Image:           image,
-				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{"sleep", fmt.Sprint(deadline)},
-				SecurityContext: &corev1.SecurityContext{Privileged: &t},
-			}},
-		},
-	}
+	return nodepod.Spec{Namespace: ns, Node: node, Image: image, Timeout: job.Block.Timeout,
+		RunID: job.RunID, Block: job.Block.ID, Owner: Owner(), PID: fmt.Sprint(os.Getpid())}.Pod()
 }
 
 // onNode makes the node pod, waits until it runs, runs the script in the
@@ -612,14 +558,11 @@ func (r *Runner) onNode(ctx context.Context, job *executor.Job, out executor.Sin
 		return -1, err
 	}
 	session := executor.NewID()
-	return r.execScript(ctx, job, out, ns, pod.Name, nodeContainer, node, NodeCommand(session), session, nsenterHost)
+	return r.execScript(ctx, job, out, ns, pod.Name, nodepod.Container, node, NodeCommand(session), session, nsenterHost)
 }
 
-// nodePodGrace is the grace period of a node pod's deletion: its
-// processes are the run's, already ended or reaped, and sleep ignores
-// SIGTERM as PID 1. Not 0: that would be a forced deletion, which removes
-// the object before the kubelet has stopped the container.
-var nodePodGrace = int64(1)
+// nodePodGrace is nodepod.Grace, for DeleteOptions.
+var nodePodGrace = int64(nodepod.Grace)
 
 // deleteNodePod deletes the pod, also when ctx has ended.
 func (r *Runner) deleteNodePod(ctx context.Context, out executor.Sink, node string, pod *corev1.Pod) {
@@ -701,7 +644,7 @@ var sweepMu sync.Mutex
 func (r *Runner) SweepNodePods(ctx context.Context, ns string) error {
 	sweepMu.Lock()
 	defer sweepMu.Unlock()
-	sel := labels.Set{LabelManagedBy: "cairn", LabelRole: roleNodeShell, LabelOwner: Owner()}.String()
+	sel := labels.Set{nodepod.LabelManagedBy: "cairn", nodepod.LabelRole: nodepod.Role, nodepod.LabelOwner: Owner()}.String()
 	l, err := r.core.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if apierrors.IsForbidden(err) {
 		l, err = r.core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -712,7 +655,7 @@ func (r *Runner) SweepNodePods(ctx context.Context, ns string) error {
 	var errs []error
 	for _, p := range l.Items {
 		over := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
-		if !over && processAlive(p.Annotations[AnnotationPID]) {
+		if !over && processAlive(p.Annotations[nodepod.AnnotationPID]) {
 			continue
 		}
 		if p.DeletionTimestamp != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/runbook/nodepod"
 )
 
 func TestNewSelection(t *testing.T) {
@@ -74,10 +75,10 @@ func TestNodePod(t *testing.T) {
 		t.Error("the node pod must not mount a service account token")
 	}
 	l := p.Labels
-	if l[LabelManagedBy] != "cairn" || l[LabelRole] != roleNodeShell || l[LabelRun] != "run1" || l[LabelOwner] != Owner() {
+	if l[nodepod.LabelManagedBy] != "cairn" || l[nodepod.LabelRole] != nodepod.Role || l[nodepod.LabelRun] != "run1" || l[nodepod.LabelOwner] != Owner() {
 		t.Errorf("labels = %v", l)
 	}
-	if p.Annotations[AnnotationPID] == "" || !strings.HasPrefix(p.GenerateName, "cairn-node-cp1-") {
+	if p.Annotations[nodepod.AnnotationPID] == "" || !strings.HasPrefix(p.GenerateName, "cairn-node-cp1-") {
 		t.Errorf("meta = %+v", p.ObjectMeta)
 	}
 	long := r.NodePod(job, "x", strings.Repeat("n", 80)+".example", "i")

@@ -1,0 +1,112 @@
+// Package nodepod is the pod a target=node block runs through, one per
+// node: what the executor makes, what the page's Copy and the exported
+// script make with kubectl, so that all three run a node block the same
+// way.
+package nodepod
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Labels and annotations of node pods.
+const (
+	LabelManagedBy  = "app.kubernetes.io/managed-by"
+	LabelRole       = "cairn.dev/role"
+	LabelOwner      = "cairn.dev/owner" // which machine and user
+	LabelRun        = "cairn.dev/run"
+	AnnotationPID   = "cairn.dev/pid" // the executor's process: a live owner or a killed one
+	AnnotationBlock = "cairn.dev/block"
+	Role            = "node-shell"
+	Container       = "node"
+)
+
+// DefaultImage is the pod's image when nothing names one: busybox has
+// nsenter and sleep.
+const DefaultImage = "busybox:1.37"
+
+// Grace is the pod's termination grace and the grace of its deletion, in
+// seconds: its processes are the run's, already ended or reaped, and sleep
+// ignores SIGTERM as PID 1. Not 0: a deletion with 0 is forced, and removes
+// the object before the kubelet has stopped the container.
+const Grace = 1
+
+// Beyond is how long the pod may outlive its block's timeout
+// (activeDeadlineSeconds): then the kubelet ends it, whatever became of
+// whoever made it.
+const Beyond = time.Minute
+
+// Nsenter enters the namespaces of the node's PID 1 (the pod shares the
+// node's PID namespace): its mounts, UTS, IPC, network and PIDs, as
+// kubectl debug node's sysadmin profile lets one do.
+var Nsenter = []string{"nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"}
+
+// Spec says which pod: where, with what, for whom.
+type Spec struct {
+	Namespace string // "" leaves it to the client (the context's)
+	Node      string
+	Image     string
+	Timeout   time.Duration // the block's
+	RunID     string
+	Block     string
+	Owner     string // a label value
+	PID       string
+}
+
+// Deadline is the pod's activeDeadlineSeconds.
+func (s Spec) Deadline() int64 { return int64((s.Timeout + Beyond) / time.Second) }
+
+// Pod is the pod: pinned by nodeName (no scheduler, every taint
+// tolerated), privileged, in the node's PID, network and IPC namespaces,
+// sleeping until its deadline. No service account token, no service links.
+func (s Spec) Pod() *corev1.Pod {
+	deadline := s.Deadline()
+	t, f, grace := true, false, int64(Grace)
+	prefix := "cairn-node-" + s.Node
+	if len(prefix) > 50 {
+		prefix = prefix[:50]
+	}
+	labels := map[string]string{LabelManagedBy: "cairn", LabelRole: Role}
+	if s.Owner != "" {
+		labels[LabelOwner] = s.Owner
+	}
+	if s.RunID != "" {
+		labels[LabelRun] = s.RunID
+	}
+	ann := map[string]string{AnnotationBlock: s.Block}
+	if s.PID != "" {
+		ann[AnnotationPID] = s.PID
+	}
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: strings.TrimRight(prefix, "-.") + "-",
+			Namespace:    s.Namespace,
+			Labels:       labels,
+			Annotations:  ann,
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                      s.Node,
+			HostPID:                       true,
+			HostNetwork:                   true,
+			HostIPC:                       true,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:         &deadline,
+			TerminationGracePeriodSeconds: &grace,
+			AutomountServiceAccountToken:  &f,
+			EnableServiceLinks:            &f,
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name:            Container,
+				Image:           s.Image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"sleep", strconv.FormatInt(deadline, 10)},
+				SecurityContext: &corev1.SecurityContext{Privileged: &t},
+			}},
+		},
+	}
+}
