@@ -19,7 +19,7 @@ type Config struct {
 	Context    string // its context ("": current-context)
 	// NodeImage is the image of target=node pods ("": the sandbox's when
 	// its nodes are the cluster, else kube.DefaultNodeImage).
-	NodeImage string
+	NodeImage  string
 	SSHConfig  string // OpenSSH client config for ssh blocks
 	KnownHosts string
 	Identity   []string // private key files
