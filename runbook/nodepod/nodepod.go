@@ -5,6 +5,7 @@
 package nodepod
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -109,4 +110,34 @@ func (s Spec) Pod() *corev1.Pod {
 			}},
 		},
 	}
+}
+
+// Shell is what a pod or node block's script runs under when it is piped
+// in on standard input (the page's Copy, the exported script): bash when
+// the container or node has it, else sh, with standard error joined to
+// standard output.
+const Shell = `if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc -euo pipefail -s 2>&1; else exec sh -eu -s 2>&1; fi`
+
+// NameChars are the characters a node name or an image reference may hold
+// (a shell case pattern of what is outside them): checked before either
+// lands in the pod's JSON in a copied command or an exported script.
+const NameChars = `*[!A-Za-z0-9._/:@-]*`
+
+// Placeholders in Template's JSON.
+const (
+	NodeSlot  = "@CAIRN_NODE@"
+	ImageSlot = "@CAIRN_IMAGE@"
+)
+
+// Template is the pod as one line of JSON for kubectl create -f -, with
+// NodeSlot and ImageSlot where the node and the image go, and no
+// namespace (kubectl's -n, or the context's), owner or pid.
+func Template(block string, timeout time.Duration) string {
+	p := Spec{Node: NodeSlot, Image: ImageSlot, Timeout: timeout, Block: block}.Pod()
+	p.GenerateName = "cairn-node-"
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // a Pod always marshals
+	}
+	return string(b)
 }

@@ -32,6 +32,7 @@ import (
 	"strings"
 
 	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/runbook/nodepod"
 )
 
 // Slot kinds.
@@ -125,6 +126,10 @@ func Build(rb *runbook.Runbook, b *runbook.Block) *Template {
 		w.copyFiles()
 	case b.Target == runbook.TargetSSH:
 		w.ssh()
+	case b.Target == runbook.TargetPod:
+		w.pods()
+	case b.Target == runbook.TargetNode:
+		w.nodes()
 	default:
 		w.local()
 	}
@@ -257,11 +262,119 @@ func (w *builder) ssh() {
 	w.readBody(b.Content)
 	w.text("for CAIRN_HOST in ")
 	w.slot(b.Hosts, KindHosts)
-	w.text("; do\n  {")
+	w.text("; do\n")
+	w.remoteInput(refs)
+	w.text(sshOpts + " \"$CAIRN_HOST\" '" + sudo + bashFlags + " -s' || break\ndone\n")
+}
+
+// kubectl is the kubectl command, pinned to the runbook's context when it
+// names one, with -n when ns (an attribute) is set.
+func (w *builder) kubectl(ns string) string {
+	c := "kubectl"
+	if ctx := w.kubeContext(); ctx != "" {
+		c += " --context " + runbook.ShellWord(ctx)
+	}
+	if ns != "" {
+		c += " -n " + w.wordText(ns, false)
+	}
+	return c
+}
+
+// against is how a header names the cluster.
+func (w *builder) against() string {
+	if ctx := w.kubeContext(); ctx != "" {
+		return "context " + ctx
+	}
+	return "your current kube context"
+}
+
+// remoteInput writes the { exports; body } the loops below pipe into a
+// remote shell (printf %q quotes the values for it).
+func (w *builder) remoteInput(refs []string) {
+	w.text("  {")
 	for _, r := range refs {
 		w.text(" printf 'export " + r + "=%q\\n' \"$" + r + "\";")
 	}
-	w.text(" printf '%s\\n' \"$CAIRN_BODY\"; } |\n    " + sshOpts + " \"$CAIRN_HOST\" '" + sudo + bashFlags + " -s' || break\ndone\n")
+	w.text(" printf '%s\\n' \"$CAIRN_BODY\"; } |\n    ")
+}
+
+// pods: the body in each chosen pod, one after another (kubectl exec),
+// read by the container's bash (sh without one) from standard input after
+// the exports of the values it uses.
+func (w *builder) pods() {
+	b := w.b
+	refs := w.refs()
+	kc := w.kubectl(b.Namespace)
+	what := "pod " + b.Name
+	switch {
+	case b.Workload != "":
+		what = "pod of " + b.Workload
+	case b.Selector != "":
+		what = "pod with labels " + b.Selector
+	}
+	w.header("in each " + oneLine(what) + " (kubectl exec), against " + w.against())
+	w.assign(refs)
+	w.readBody(b.Content)
+	switch {
+	case b.Name != "":
+		w.text("CAIRN_PODS=" + w.wordText(b.Name, false) + "\n")
+	case b.Workload != "":
+		// The workload's own selector (its matchLabels), as the runner
+		// reads it.
+		w.text("CAIRN_SEL=$(" + kc + " get " + w.wordText(b.Workload, false) +
+			" -o go-template='{{range $k, $v := .spec.selector.matchLabels}}{{$k}}={{$v}},{{end}}') || exit\n")
+		w.text("CAIRN_PODS=$(" + kc + " get pods -l \"${CAIRN_SEL%,}\" -o name) || exit\n")
+	default:
+		w.text("CAIRN_PODS=$(" + kc + " get pods -l " + w.wordText(b.Selector, false) + " -o name) || exit\n")
+	}
+	container := ""
+	if b.Container != "" {
+		container = " -c " + w.wordText(b.Container, false)
+	}
+	// No globbing of the names' words.
+	w.text("set -f\nfor CAIRN_POD in $CAIRN_PODS; do\n")
+	w.remoteInput(refs)
+	w.text(kc + " exec -i \"$CAIRN_POD\"" + container + " -- /bin/sh -c " + runbook.ShellWord(nodepod.Shell) + " || break\ndone\n")
+}
+
+// nodes: the body on each chosen node, one after another, as root in the
+// node's namespaces, through the pod the executor makes (runbook/nodepod:
+// made with kubectl create, entered with kubectl exec and nsenter, deleted
+// after), which is what kubectl debug node --profile=sysadmin does.
+func (w *builder) nodes() {
+	b := w.b
+	refs := w.refs()
+	kc := w.kubectl(b.Namespace)
+	what := "node of " + b.Nodes
+	if b.Nodes == "" {
+		what = "node with labels " + b.Selector
+	}
+	w.header("on each " + oneLine(what) + " as root, through a privileged pod pinned to it (kubectl exec and nsenter), against " + w.against())
+	w.assign(refs)
+	w.readBody(b.Content)
+	w.text("CAIRN_IMAGE=")
+	if b.Image != "" {
+		w.word(b.Image, false)
+	} else {
+		w.text("\"${CAIRN_NODE_IMAGE:-" + nodepod.DefaultImage + "}\"")
+	}
+	w.text("\n")
+	if b.Nodes != "" {
+		w.text("CAIRN_NODES=$(printf '%s' " + w.wordText(b.Nodes, false) + " | tr ',' ' ')\n")
+	} else {
+		w.text("CAIRN_NODES=$(" + kc + " get nodes -l " + w.wordText(b.Selector, false) + " -o name) || exit\n")
+	}
+	w.text("IFS= read -r -d '' CAIRN_POD_JSON <<'CAIRN_EOF' || true\n" + nodepod.Template(b.ID, b.Timeout) + "\nCAIRN_EOF\n")
+	w.text("set -f\nfor CAIRN_NODE in $CAIRN_NODES; do\n  CAIRN_NODE=${CAIRN_NODE#node/}\n")
+	w.text("  case $CAIRN_NODE/$CAIRN_IMAGE in " + nodepod.NameChars + ") echo \"not a node name or image: $CAIRN_NODE $CAIRN_IMAGE\" >&2; break;; esac\n")
+	w.text("  CAIRN_J=${CAIRN_POD_JSON//" + nodepod.NodeSlot + "/$CAIRN_NODE}\n  CAIRN_J=${CAIRN_J//" + nodepod.ImageSlot + "/$CAIRN_IMAGE}\n")
+	w.text("  CAIRN_P=$(printf '%s' \"$CAIRN_J\" | " + kc + " create -f - -o name) || break\n")
+	w.text("  if " + kc + " wait --for=condition=Ready \"$CAIRN_P\" --timeout=120s >/dev/null; then\n")
+	w.remoteInput(refs)
+	w.text(kc + " exec -i \"$CAIRN_P\" -- " + strings.Join(nodepod.Nsenter, " ") + " /bin/sh -c " + runbook.ShellWord(nodepod.Shell) + "\n")
+	w.text("    CAIRN_RC=$?\n  else\n    CAIRN_RC=1\n  fi\n")
+	w.text("  " + kc + " delete \"$CAIRN_P\" --grace-period=" + fmt.Sprint(nodepod.Grace) + " --wait=false >/dev/null\n")
+	w.text("  [ \"$CAIRN_RC\" = 0 ] || break\ndone\n")
 }
 
 // copyFiles: each SOURCE [DEST] line to each host (from the reader's

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,10 +102,47 @@ func stub(name string, args []string, log string) int {
 			appendRecord(log, record{Cmd: "remote-env", Env: envMap(strings.Split(string(out), "\x00"))})
 		}
 		return 0
+	case "kubectl":
+		appendRecord(log, record{Cmd: name, Argv: args, Stdin: in})
+		return kubectlStub(args, in)
 	default:
 		appendRecord(log, record{Cmd: name, Argv: args, Stdin: in})
 		return 0
 	}
+}
+
+// kubectlStub answers what the pastes of pod and node blocks ask a
+// cluster: a workload's selector, one pod, one node, the node pod it
+// makes; and runs what they exec (after nsenter's --, for a node) here,
+// with the same stand-ins.
+func kubectlStub(args []string, in string) int {
+	has := func(w string) bool { return slices.Contains(args, w) }
+	switch {
+	case has("exec"):
+		i := slices.Index(args, "--")
+		cmd := args[i+1:]
+		if cmd[0] == "nsenter" {
+			cmd = cmd[slices.Index(cmd, "--")+1:]
+		}
+		c := exec.Command(cmd[0], cmd[1:]...)
+		c.Stdin, c.Stdout, c.Stderr = strings.NewReader(in), os.Stdout, os.Stderr
+		if c.Run() != nil {
+			return 1
+		}
+	case has("get") && has("pods"):
+		fmt.Println("pod/p1")
+	case has("get") && has("nodes"):
+		fmt.Println("node/n1")
+	case has("get"):
+		fmt.Print("app=x,")
+	case has("create"):
+		if !json.Valid([]byte(in)) {
+			fmt.Fprintln(os.Stderr, "kubectl create: not JSON")
+			return 1
+		}
+		fmt.Println("pod/cairn-node-n1-abcde")
+	}
+	return 0
 }
 
 // stubs links the stand-ins into a folder for PATH.
@@ -114,7 +153,7 @@ func stubs(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, n := range []string{"bash", "ssh", "sudo", "kubectl", "scp", "ssh-agent", "ssh-add", "helm", "kubeadm"} {
+	for _, n := range []string{"bash", "ssh", "sudo", "kubectl", "scp", "ssh-agent", "ssh-add", "helm", "kubeadm", "nsenter"} {
 		if err := os.Symlink(self, filepath.Join(dir, n)); err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +279,15 @@ func TestPastedValuesStayData(t *testing.T) {
 				if _, err := os.Stat(mark); err == nil {
 					t.Fatalf("%s/%s, value %d: the paste ran the value as code\npaste:\n%s\noutput:\n%s", rb.Slug, b.ID, hi, text, out)
 				}
-				for _, r := range records(t, log) {
+				recs := records(t, log)
+				// A pod block, and a node block whose nodes come from a
+				// label (not from the hostile value), reach the remote bash.
+				if b.Target == runbook.TargetPod || b.Target == runbook.TargetNode && b.Nodes == "" {
+					if !slices.ContainsFunc(recs, func(r record) bool { return r.Cmd == "remote-env" }) {
+						t.Errorf("%s/%s value %d: the script never reached a shell in the pod or on the node\npaste:\n%s\noutput:\n%s", rb.Slug, b.ID, hi, text, out)
+					}
+				}
+				for _, r := range recs {
 					check := r.Cmd == "remote-env"
 					if r.Cmd == "bash" && len(r.Argv) > 0 && r.Argv[len(r.Argv)-1] != "-s" {
 						check = true
@@ -249,7 +296,7 @@ func TestPastedValuesStayData(t *testing.T) {
 							t.Errorf("%s/%s: the body reached bash changed:\n%q\nwant\n%q", rb.Slug, b.ID, body, b.Content)
 						}
 					}
-					if r.Cmd == "kubectl" && r.Stdin != "" {
+					if r.Cmd == "kubectl" && r.Stdin != "" && !slices.Contains(r.Argv, "exec") {
 						// One JSON object per document, as the exported script
 						// sends them.
 						dec := json.NewDecoder(strings.NewReader(r.Stdin))
