@@ -47,6 +47,8 @@ cairn_from=''
 cairn_timeout_kills=0
 cairn_id=''
 cairn_target=''
+cairn_node_pod='' # a node block's pod, JSON (runbook/nodepod)
+cairn_renv=()
 cairn_step=''
 cairn_line=0
 cairn_refs=''
@@ -996,6 +998,140 @@ cairn_ssh_script() {
 	} | timeout -k 5 "$secs" "${cairn_argv[@]}" "exec $bash 2>&1"
 }
 
+# cairn_pods NAMESPACE HOW WHAT: the pods a pod block runs in, into
+# cairn_hosts: HOW is name (WHAT is the pod), selector (a label selector)
+# or workload (KIND/NAME: its matchLabels). Pods being deleted are left
+# out; none at all is a reason, and false.
+cairn_pods() {
+	local ns=$1 how=$2 what=$3 sel out
+	local -a nsarg=()
+	[[ -n $ns ]] && nsarg=(-n "$ns")
+	cairn_hosts=()
+	case $how in
+	name)
+		cairn_hosts=("$what")
+		return 0
+		;;
+	workload)
+		sel=$(cairn_kctl "${nsarg[@]}" get "$what" -o go-template='{{range $k, $v := .spec.selector.matchLabels}}{{$k}}={{$v}},{{end}}' 2>&1) || {
+			cairn_reasons+=("workload $what: $(cairn_oneline "$sel")")
+			return 1
+		}
+		sel=${sel%,}
+		if [[ -z $sel ]]; then
+			cairn_reasons+=("workload $what has no matchLabels to find its pods by")
+			return 1
+		fi
+		;;
+	*) sel=$what ;;
+	esac
+	out=$(cairn_kctl "${nsarg[@]}" get pods -l "$sel" -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' 2>&1) || {
+		cairn_reasons+=("list pods of $sel: $(cairn_oneline "$out")")
+		return 1
+	}
+	mapfile -t cairn_hosts <<<"$out"
+	[[ -z ${cairn_hosts[0]:-} ]] && cairn_hosts=()
+	if ((${#cairn_hosts[@]} == 0)); then
+		cairn_reasons+=("no pods: pods of $what${ns:+ in namespace $ns} match none")
+		return 1
+	fi
+}
+
+# cairn_nodes HOW WHAT: the nodes a node block runs on, into cairn_hosts:
+# HOW is names (space or comma separated) or selector.
+cairn_nodes() {
+	local how=$1 what=$2 out
+	cairn_hosts=()
+	if [[ $how == names ]]; then
+		read -ra cairn_hosts <<<"${what//,/ }"
+	else
+		out=$(cairn_kctl get nodes -l "$what" -o go-template='{{range .items}}{{.metadata.name}}{{"\n"}}{{end}}' 2>&1) || {
+			cairn_reasons+=("list nodes of $what: $(cairn_oneline "$out")")
+			return 1
+		}
+		mapfile -t cairn_hosts <<<"$out"
+		[[ -z ${cairn_hosts[0]:-} ]] && cairn_hosts=()
+	fi
+	if ((${#cairn_hosts[@]} == 0)); then
+		cairn_reasons+=("no nodes: $what matches none")
+		return 1
+	fi
+}
+
+# cairn_kexec_argv NAMESPACE: kubectl with the pinned context, for exec.
+cairn_kexec_argv() {
+	cairn_argv=(kubectl)
+	[[ -n $cairn_kubeconfig ]] && cairn_argv+=(--kubeconfig "$cairn_kubeconfig")
+	[[ -n $cairn_kube_ctx ]] && cairn_argv+=(--context "$cairn_kube_ctx")
+	[[ -n $1 ]] && cairn_argv+=(-n "$1")
+	return 0
+}
+
+# cairn_remote_env HOST CAPTURES...: cairn_renv, the values a pod or
+# node block may use as env arguments (NAME=VALUE, each one argument:
+# values never become text), and CAIRN_BLOCK and CAIRN_HOST.
+cairn_remote_env() {
+	local k
+	cairn_renv=()
+	for k in "${cairn_param_names[@]}"; do
+		[[ -v cairn_val[$k] ]] && cairn_renv+=("$k=${cairn_val[$k]}")
+	done
+	for k in "${@:2}"; do
+		[[ -v cairn_cap[$k] ]] && cairn_renv+=("$k=${cairn_cap[$k]}")
+	done
+	cairn_renv+=("CAIRN_BLOCK=$cairn_id" "CAIRN_HOST=$1")
+}
+
+# The shell a pod or node block's body runs under, the body its first
+# argument (runbook/nodepod.Shell): kubectl exec -i loses a piped script
+# now and then, so nothing goes through standard input.
+cairn_pod_shell='@SHELL@'
+
+# cairn_pod_script POD NAMESPACE CONTAINER SECS CAPTURES...: the block body
+# in POD with kubectl exec, the values in its environment.
+cairn_pod_script() {
+	local pod=$1 ns=$2 c=$3 secs=$4
+	shift 4
+	cairn_remote_env "$pod" "$@"
+	cairn_kexec_argv "$ns"
+	cairn_argv+=(exec "$pod")
+	[[ -n $c ]] && cairn_argv+=(-c "$c")
+	timeout -k 5 "$secs" "${cairn_argv[@]}" -- env "${cairn_renv[@]}" /bin/sh -c "$cairn_pod_shell" cairn "$cairn_body" </dev/null
+}
+
+# cairn_node_script NODE NAMESPACE IMAGE SECS CAPTURES...: the block body
+# on NODE as root, in the namespaces of its PID 1, through the node pod of
+# $cairn_node_pod (the executor's: runbook/nodepod), made, waited for,
+# entered with nsenter and deleted whatever happened.
+cairn_node_script() {
+	local node=$1 ns=$2 image=$3 secs=$4 j pod rc
+	shift 4
+	case $node/$image in
+	@NAMECHARS@)
+		printf 'not a node name or an image: %s %s\n' "$node" "$image"
+		return 1
+		;;
+	esac
+	j=${cairn_node_pod//@NODESLOT@/$node}
+	j=${j//@IMAGESLOT@/$image}
+	cairn_kexec_argv "$ns"
+	pod=$(printf '%s' "$j" | "${cairn_argv[@]}" create -f - -o name 2>&1) || {
+		printf 'make the node pod: %s\n' "$pod"
+		return 1
+	}
+	printf 'pod %s (image %s)\n' "${pod#pod/}" "$image"
+	if "${cairn_argv[@]}" wait --for=condition=Ready "$pod" --timeout=120s >/dev/null; then
+		cairn_remote_env "$node" "$@"
+		timeout -k 5 "$secs" "${cairn_argv[@]}" exec "$pod" -- @NSENTER@ env "${cairn_renv[@]}" /bin/sh -c "$cairn_pod_shell" cairn "$cairn_body" </dev/null
+		rc=$?
+	else
+		printf 'the node pod %s did not start within 120s\n' "$pod"
+		rc=1
+	fi
+	"${cairn_argv[@]}" delete "$pod" --grace-period=@GRACE@ --wait=false >/dev/null 2>&1
+	return "$rc"
+}
+
 # cairn_copy HOST SUDO SECS: every "SOURCE [DEST]" line of $cairn_body from
 # $cairn_from (a host, or this machine) to HOST: fetched to this machine
 # first, then sent (scp, or ssh with sudo -n for sudo blocks).
@@ -1043,8 +1179,8 @@ cairn_copy() {
 # cairn_group PARAM PARALLEL EXPECTED-EXIT FUNC ARGS...: FUNC HOST ARGS on
 # every host of PARAM, PARALLEL at a time; no host starts after one failed.
 cairn_group() {
-	local param=$1 par=$2 want=$3 fn=$4 i running=0 failed=0 rc
-	shift 4
+	local param=$1
+	shift
 	cairn_split_hosts "${cairn_val[$param]:-}"
 	cairn_canon_hosts
 	cairn_hosts=("${cairn_split[@]}")
@@ -1052,6 +1188,15 @@ cairn_group() {
 		cairn_reasons+=("no hosts to run on (parameter $param is empty)")
 		return 0
 	fi
+	cairn_fan "$@"
+}
+
+# cairn_fan PARALLEL EXPECTED-EXIT FUNC ARGS...: FUNC NAME ARGS for every
+# name of cairn_hosts (hosts, pods, nodes), PARALLEL at a time; none starts
+# after one failed.
+cairn_fan() {
+	local par=$1 want=$2 fn=$3 i running=0 failed=0 rc
+	shift 3
 	((par < 1)) && par=1
 	for i in "${!cairn_hosts[@]}"; do
 		rm -f -- "$cairn_tmp/exit.$i"
@@ -1147,7 +1292,7 @@ cairn_show() {
 cairn_out() { printf '%s/out.%s' "$cairn_tmp" "$1"; }
 
 cairn_where() {
-	if ((${#cairn_hosts[@]} > 1)) || [[ $cairn_target == ssh ]]; then
+	if ((${#cairn_hosts[@]} > 1)) || [[ $cairn_target == ssh || $cairn_target == pod || $cairn_target == node ]]; then
 		printf '%s: ' "${cairn_hosts[$1]}"
 	fi
 }

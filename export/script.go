@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/runbook/nodepod"
 )
 
 // Options configure Script.
@@ -39,7 +40,18 @@ type Options struct {
 }
 
 //go:embed runtime.bash
-var runtime string
+var runtimeSrc string
+
+// runtime is runtime.bash with what runbook/nodepod says of node pods
+// filled in, so that the script makes the executor's node pod.
+var runtime = strings.NewReplacer(
+	"@NAMECHARS@", nodepod.NameChars,
+	"@NODESLOT@", nodepod.NodeSlot,
+	"@IMAGESLOT@", nodepod.ImageSlot,
+	"@NSENTER@", strings.Join(nodepod.Nsenter, " "),
+	"@GRACE@", strconv.Itoa(nodepod.Grace),
+	"@SHELL@", strings.ReplaceAll(nodepod.Shell, "'", `'\''`),
+).Replace(runtimeSrc)
 
 // ScriptName is the default file name of rb's exported script.
 func ScriptName(rb *runbook.Runbook) string { return rb.Slug + ".sh" }
@@ -403,6 +415,15 @@ func (g *gen) badge(b *runbook.Block) string {
 			s += "/" + b.Name
 		}
 		return s
+	case runbook.TargetPod, runbook.TargetNode:
+		s := b.Badge(g.rb)
+		if b.Namespace != "" {
+			s += " in " + b.Namespace
+		}
+		if b.Parallel > 1 {
+			s += fmt.Sprintf(" parallel=%d", b.Parallel)
+		}
+		return s
 	case runbook.TargetManual:
 		return "manual"
 	}
@@ -471,7 +492,6 @@ func (g *gen) expects(b *runbook.Block) string {
 func fn(kind string, b *runbook.Block) string { return fmt.Sprintf("cairn_%s_%d", kind, b.Index) }
 
 func (g *gen) block(b *runbook.Block) {
-	rb := g.rb
 	refs := g.refs(b)
 	g.p("# Block %s (%s), %s:%d\n", oneLine(b.ID), oneLine(g.badge(b)), oneLine(g.opts.Source), b.Pos.Line)
 	if b.Title != "" {
@@ -533,7 +553,7 @@ func (g *gen) block(b *runbook.Block) {
 		}
 		g.p("\tcairn_confirm %s %s || return 0\n", q(b.ID), q(oneLine(msg)))
 	}
-	if b.Target == runbook.TargetKube {
+	if b.Target.UsesKube() {
 		g.p("\tcairn_kube_init\n")
 	}
 	secs := seconds(b.Timeout)
@@ -555,6 +575,10 @@ func (g *gen) block(b *runbook.Block) {
 			sudo = " under sudo -n"
 		}
 		g.p("\t\tcairn_dry_show \"on each of ${cairn_val[%s]:-} over ssh%s (bash -euo pipefail)\" \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n", b.Hosts, sudo)
+	case b.Target == runbook.TargetPod:
+		g.p("\t\tcairn_dry_show %s \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n", attr("in each pod ("+oneLine(b.Badge(g.rb))+") with kubectl exec (bash -euo pipefail)"))
+	case b.Target == runbook.TargetNode:
+		g.p("\t\tcairn_dry_show %s \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n", attr("on each node ("+oneLine(b.Badge(g.rb))+") as root, through a privileged pod pinned to it (bash -euo pipefail)"))
 	default:
 		g.p("\t\tcairn_disp=display\n\t\t%s\n\t\tcairn_disp=''\n", fn("kube", b))
 	}
@@ -584,13 +608,29 @@ func (g *gen) block(b *runbook.Block) {
 	case b.Target == runbook.TargetSSH && b.Action == "copy":
 		g.p("\tcairn_group %s %d %s cairn_copy %d %s\n", b.Hosts, max(b.Parallel, 1), want, boolInt(b.Sudo), secs)
 	case b.Target == runbook.TargetSSH:
-		var caps []string
-		for _, r := range refs {
-			if rb.ParamByName(r) == nil {
-				caps = append(caps, r)
-			}
+		g.p("\tcairn_group %s %d %s cairn_ssh_script %d %s%s\n", b.Hosts, max(b.Parallel, 1), want, boolInt(b.Sudo), secs, prefixSpace(g.captureNamesOf(refs)))
+	case b.Target == runbook.TargetPod:
+		how, what := "selector", b.Selector
+		switch {
+		case b.Name != "":
+			how, what = "name", b.Name
+		case b.Workload != "":
+			how, what = "workload", b.Workload
 		}
-		g.p("\tcairn_group %s %d %s cairn_ssh_script %d %s%s\n", b.Hosts, max(b.Parallel, 1), want, boolInt(b.Sudo), secs, prefixSpace(caps))
+		g.p("\tcairn_pods %s %s %s || return 0\n", attr(b.Namespace), how, attr(what))
+		g.p("\tcairn_fan %d %s cairn_pod_script %s %s %s%s\n", max(b.Parallel, 1), want, attr(b.Namespace), attr(b.Container), secs, prefixSpace(g.captureNamesOf(refs)))
+	case b.Target == runbook.TargetNode:
+		how, what := "selector", b.Selector
+		if b.Nodes != "" {
+			how, what = "names", b.Nodes
+		}
+		image := "\"${CAIRN_NODE_IMAGE:-" + nodepod.DefaultImage + "}\""
+		if b.Image != "" {
+			image = attr(b.Image)
+		}
+		g.p("\tcairn_nodes %s %s || return 0\n", how, attr(what))
+		g.p("\tcairn_node_pod=%s\n", q(nodepod.Template(b.ID, b.Timeout)))
+		g.p("\tcairn_fan %d %s cairn_node_script %s %s %s%s\n", max(b.Parallel, 1), want, attr(b.Namespace), image, secs, prefixSpace(g.captureNamesOf(refs)))
 	default:
 		g.p("\tcairn_timeout_kills=0\n\tcairn_single \"$cairn_kube_ctx\" %s\n", fn("kube", b))
 	}
@@ -601,6 +641,18 @@ func (g *gen) block(b *runbook.Block) {
 	g.verify(b)
 	g.capture(b)
 	g.p("\n")
+}
+
+// captureNamesOf are the names of refs that are captures, not parameters: the
+// remote preamble exports them beside the parameters.
+func (g *gen) captureNamesOf(refs []string) []string {
+	var caps []string
+	for _, r := range refs {
+		if g.rb.ParamByName(r) == nil {
+			caps = append(caps, r)
+		}
+	}
+	return caps
 }
 
 func prefixSpace(ss []string) string {

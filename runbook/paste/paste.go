@@ -288,14 +288,27 @@ func (w *builder) against() string {
 	return "your current kube context"
 }
 
-// remoteInput writes the { exports; body } the loops below pipe into a
-// remote shell (printf %q quotes the values for it).
+// remoteInput writes the { exports; body } the ssh loop pipes into a
+// remote bash (printf %q quotes the values for it).
 func (w *builder) remoteInput(refs []string) {
 	w.text("  {")
 	for _, r := range refs {
 		w.text(" printf 'export " + r + "=%q\\n' \"$" + r + "\";")
 	}
 	w.text(" printf '%s\\n' \"$CAIRN_BODY\"; } |\n    ")
+}
+
+// execArgs is what follows kubectl exec POD --: env with each value one
+// argument, then the shell that runs the body given as an argument
+// (nodepod.Shell); host is the shell expression of CAIRN_HOST.
+func (w *builder) execArgs(refs []string, host string) string {
+	var b strings.Builder
+	b.WriteString("env")
+	for _, r := range refs {
+		b.WriteString(" " + r + "=\"$" + r + "\"")
+	}
+	b.WriteString(" CAIRN_BLOCK=" + runbook.ShellWord(w.b.ID) + " CAIRN_HOST=" + host + " /bin/sh -c " + runbook.ShellWord(nodepod.Shell) + " cairn \"$CAIRN_BODY\" </dev/null")
+	return b.String()
 }
 
 // pods: the body in each chosen pod, one after another (kubectl exec),
@@ -333,8 +346,7 @@ func (w *builder) pods() {
 	}
 	// No globbing of the names' words.
 	w.text("set -f\nfor CAIRN_POD in $CAIRN_PODS; do\n")
-	w.remoteInput(refs)
-	w.text(kc + " exec -i \"$CAIRN_POD\"" + container + " -- /bin/sh -c " + runbook.ShellWord(nodepod.Shell) + " || break\ndone\n")
+	w.text("  " + kc + " exec \"$CAIRN_POD\"" + container + " -- " + w.execArgs(refs, "\"${CAIRN_POD#pod/}\"") + " || break\ndone\n")
 }
 
 // nodes: the body on each chosen node, one after another, as root in the
@@ -370,8 +382,7 @@ func (w *builder) nodes() {
 	w.text("  CAIRN_J=${CAIRN_POD_JSON//" + nodepod.NodeSlot + "/$CAIRN_NODE}\n  CAIRN_J=${CAIRN_J//" + nodepod.ImageSlot + "/$CAIRN_IMAGE}\n")
 	w.text("  CAIRN_P=$(printf '%s' \"$CAIRN_J\" | " + kc + " create -f - -o name) || break\n")
 	w.text("  if " + kc + " wait --for=condition=Ready \"$CAIRN_P\" --timeout=120s >/dev/null; then\n")
-	w.remoteInput(refs)
-	w.text(kc + " exec -i \"$CAIRN_P\" -- " + strings.Join(nodepod.Nsenter, " ") + " /bin/sh -c " + runbook.ShellWord(nodepod.Shell) + "\n")
+	w.text("    " + kc + " exec \"$CAIRN_P\" -- " + strings.Join(nodepod.Nsenter, " ") + " " + w.execArgs(refs, "\"$CAIRN_NODE\"") + "\n")
 	w.text("    CAIRN_RC=$?\n  else\n    CAIRN_RC=1\n  fi\n")
 	w.text("  " + kc + " delete \"$CAIRN_P\" --grace-period=" + fmt.Sprint(nodepod.Grace) + " --wait=false >/dev/null\n")
 	w.text("  [ \"$CAIRN_RC\" = 0 ] || break\ndone\n")

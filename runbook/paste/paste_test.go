@@ -283,7 +283,7 @@ func TestPastedValuesStayData(t *testing.T) {
 				// A pod block, and a node block whose nodes come from a
 				// label (not from the hostile value), reach the remote bash.
 				if b.Target == runbook.TargetPod || b.Target == runbook.TargetNode && b.Nodes == "" {
-					if !slices.ContainsFunc(recs, func(r record) bool { return r.Cmd == "remote-env" }) {
+					if !slices.ContainsFunc(recs, func(r record) bool { return r.Cmd == "remote-env" || r.Cmd == "bash" }) {
 						t.Errorf("%s/%s value %d: the script never reached a shell in the pod or on the node\npaste:\n%s\noutput:\n%s", rb.Slug, b.ID, hi, text, out)
 					}
 				}
