@@ -103,6 +103,25 @@ func runFanOutOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 		noCairnPods(t, "a run")
 	})
 
+	// The same runbook exported: bash and kubectl alone, the same verdicts.
+	t.Run("exported", func(t *testing.T) {
+		script := filepath.Join(dir, "fanout.sh")
+		var out bytes.Buffer
+		if err := cairn(bundledtest.Ctx(t, time.Minute), nil, &out, &out, "export", filepath.Join("testdata", "fanout.md"), "-o", script); err != nil {
+			t.Fatalf("cairn export: %v\n%s", err, out.String())
+		}
+		cmd := exec.CommandContext(bundledtest.Ctx(t, 5*time.Minute), "bash", script, "--kubeconfig", kubeconfig, "--yes", "--log", filepath.Join(dir, "fanout.log"))
+		cmd.Env = append(os.Environ(), "PATH="+sandbox.BinDir()+":"+os.Getenv("PATH"))
+		got, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(got), "6 verified, 0 skipped of 6 blocks") {
+			t.Fatalf("the exported script: %v\n%s", err, got)
+		}
+		if c := strings.Count(string(got), "│ hello from "); c != 4 {
+			t.Errorf("the exported script ran hello-pods in %d pods, want 4:\n%s", c, got)
+		}
+		noCairnPods(t, "the exported script")
+	})
+
 	long := filepath.Join(dir, "fanout-long.md")
 	if err := os.WriteFile(long, []byte("---\ntitle: long\n---\n\n# Long\n\n## Sleep {#sleep}\n\n"+
 		"```bash {#sleep-on-node target=node nodes=w0 namespace=kube-system image="+sandbox.ImageNodeShell+" timeout=10m}\necho started\nsleep 7771\n```\n"), 0o644); err != nil {
