@@ -254,6 +254,20 @@ func (r *nodeRenderer) codeBlock(w util.BufWriter, src []byte, node gast.Node, e
 	return gast.WalkSkipChildren, nil
 }
 
+// podsOrNodes is what a pod or node block's attributes choose, as the
+// page shows it (references filled in by the form).
+func podsOrNodes(b *runbook.Block) string {
+	switch {
+	case b.Nodes != "":
+		return b.Nodes
+	case b.Workload != "":
+		return b.Workload
+	case b.Name != "":
+		return b.Name
+	}
+	return b.Selector
+}
+
 func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 	id := html.EscapeString(b.ID)
 	fmt.Fprintf(w, `<div class="cb cb-exec" id="block-%s" data-block="%s" data-hash="%s" data-target="%s"`,
@@ -262,7 +276,7 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 		fmt.Fprintf(w, ` data-step="%s"`, html.EscapeString(b.Step.ID))
 	}
 	writeWhen(w, b.When)
-	if b.Target == runbook.TargetKube && b.Namespace != "" {
+	if b.Target.UsesKube() && b.Namespace != "" {
 		fmt.Fprintf(w, ` data-namespace="%s"`, html.EscapeString(b.Namespace))
 	}
 	if c := paste.Build(r.rb, b); c != nil {
@@ -285,6 +299,13 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 	if b.Target == runbook.TargetSSH && b.Hosts != "" {
 		// Where it runs, with the form's value once there is one.
 		fmt.Fprintf(w, `<span class="cb-hosts" title="%s">→ %s</span>`, html.EscapeString(r.t["runs_on"]), r.withRefs("$"+b.Hosts))
+	}
+	if b.Target == runbook.TargetPod || b.Target == runbook.TargetNode {
+		label := r.t["runs_in_pods"]
+		if b.Target == runbook.TargetNode {
+			label = r.t["runs_on_nodes"]
+		}
+		fmt.Fprintf(w, `<span class="cb-hosts" title="%s">→ %s</span>`, html.EscapeString(label), r.withRefs(podsOrNodes(b)))
 	}
 	if b.Sudo {
 		w.WriteString(`<span class="flag flag-sudo">sudo</span>`)

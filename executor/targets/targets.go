@@ -71,7 +71,8 @@ func (n Note) Concerns(blocks []*runbook.Block) bool {
 		return true
 	}
 	for _, b := range blocks {
-		if b.Target == n.Target {
+		// A note on the cluster concerns pod and node blocks too.
+		if b.Target == n.Target || n.Target == runbook.TargetKube && b.Target.UsesKube() {
 			return true
 		}
 	}

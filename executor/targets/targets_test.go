@@ -126,6 +126,8 @@ func TestNoteConcerns(t *testing.T) {
 		{Note{Target: runbook.TargetKube, Text: "kube blocks are off"}, local, false},
 		{Note{Target: runbook.TargetKube, Text: "kube blocks are off"}, both, true},
 		{Note{Target: runbook.TargetSSH, Text: "ssh blocks are off"}, both, false},
+		{Note{Target: runbook.TargetKube, Text: "kube blocks are off"}, []*runbook.Block{{Target: runbook.TargetPod}}, true},
+		{Note{Target: runbook.TargetKube, Text: "kube blocks are off"}, []*runbook.Block{{Target: runbook.TargetNode}}, true},
 		{Note{Text: "using the running sandbox"}, local, true},
 		{Note{Text: "using the running sandbox"}, nil, true},
 	} {

@@ -1025,7 +1025,7 @@
 
   // ---------- small enhancements ----------
   function initDecor() {
-    ["local", "ssh", "kube", "manual"].forEach(function (k) {
+    ["local", "ssh", "kube", "pod", "node", "manual"].forEach(function (k) {
       $$(".badge-" + k).forEach(function (b) { if (!b.title && T["target_" + k]) b.title = T["target_" + k]; });
     });
     // Native kube actions without a body render an empty <pre>.

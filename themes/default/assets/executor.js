@@ -220,7 +220,7 @@
     return api("/runbooks/" + encodeURIComponent(slug) + "/target").then(json).then(function (t) {
       kubeWhere = t;
       sandboxFill(t.sandbox_values);
-      $$('.cb-exec[data-target="kube"] .cb-head').forEach(function (head) {
+      $$('.cb-exec[data-target="kube"] .cb-head, .cb-exec[data-target="pod"] .cb-head, .cb-exec[data-target="node"] .cb-head').forEach(function (head) {
         var old = $(".cb-where", head);
         if (old) old.remove();
         if (!t.kube && !t.kube_error) return;
@@ -361,7 +361,7 @@
       var dec = new TextDecoder();
       var buf = "";
       var lastHost = null;
-      var multi = block.getAttribute("data-target") === "ssh";
+      var multi = /^(ssh|pod|node)$/.test(block.getAttribute("data-target"));
       var result = null;
       function handle(name, data) {
         var d;
@@ -554,16 +554,23 @@
   // whereFor says what a block would run against, for the confirmation.
   function whereFor(block) {
     var target = block.getAttribute("data-target"), lines = [];
-    if (target === "kube" || block.hasAttribute("data-kube")) {
+    var fanned = target === "pod" || target === "node";
+    if (target === "kube" || fanned || block.hasAttribute("data-kube")) {
       var k = (current && current.kube) || (kubeWhere && kubeWhere.kube) || "";
       lines.push([T("where_cluster", "cluster"), k || (current && current.kube_error) || "?"]);
       var ns = block.getAttribute("data-namespace");
       if (ns && window.Cairn && window.Cairn.fillText) lines.push([T("where_namespace", "namespace"), window.Cairn.fillText(ns)]);
+    }
+    if (fanned) {
+      // The pods or nodes as the block chooses them; the run lists each.
+      var sel = $(".cb-hosts", block);
+      lines.push([target === "pod" ? T("where_pods", "pods") : T("where_nodes", "nodes"), sel ? sel.textContent.replace(/^→\s*/, "") : "?"]);
+      if (target === "node") lines.push(["root", T("where_node_pod", "through a privileged pod on each node, deleted afterwards")]);
     } else if (target === "ssh") {
       var h = $(".cb-hosts", block);
       lines.push([T("where_hosts", "hosts"), h ? h.textContent.replace(/^→\s*/, "") : "?"]);
       if ($(".flag-sudo", block)) lines.push(["sudo", T("where_sudo", "as root")]);
-    } else {
+    } else if (target !== "kube" && !block.hasAttribute("data-kube")) {
       lines.push([T("where_local", "this machine"), location.hostname]);
     }
     return lines;
