@@ -2,6 +2,7 @@ package nodetest
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/cairn-dev/cairn/internal/bundledtest"
 	"github.com/cairn-dev/cairn/sandbox"
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+	"github.com/chromedp/chromedp"
 )
 
 // runFanOutOnNodes runs target=pod and target=node blocks through `cairn
@@ -121,6 +124,10 @@ func runFanOutOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 		}
 		noCairnPods(t, "the exported script")
 	})
+
+	// From the page, in Chromium: Run on pod and node blocks, one result
+	// per pod and node; Copy gives the kubectl commands that do the same.
+	t.Run("page", func(t *testing.T) { fanOutInBrowser(t, kubeconfig, dir, noCairnPods) })
 
 	long := filepath.Join(dir, "fanout-long.md")
 	if err := os.WriteFile(long, []byte("---\ntitle: long\n---\n\n# Long\n\n## Sleep {#sleep}\n\n"+
@@ -226,4 +233,120 @@ func TestFanOutOnRunningNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	runFanOutOnNodes(t, sb, t.TempDir(), "")
+}
+
+var pairRe = regexp.MustCompile(`pair this browser by opening (http://127\.0\.0\.1:\d+/)#cairn-token=([0-9a-f]+)`)
+
+// fanOutInBrowser serves testdata/fanout.md with the executor and runs its
+// pod and node blocks from the page in Chromium.
+func fanOutInBrowser(t *testing.T, kubeconfig, dir string, noCairnPods func(*testing.T, string)) {
+	content := filepath.Join(dir, "page-content")
+	if err := os.MkdirAll(content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join("testdata", "fanout.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(content, "fanout.md"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	serveOut := &startedRun{started: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd, err := startCairn(ctx, nil, nil, serveOut, serveOut, "serve", "--port", "0", "--content", content, "--sandbox", "no",
+		"--kubeconfig", kubeconfig, "--journal", filepath.Join(dir, "page-journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop on SIGTERM")
+		}
+		cancel()
+	})
+	var base, token string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if m := pairRe.FindStringSubmatch(serveOut.String()); m != nil {
+			base, token = m[1], m[2]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pairing URL; serve said:\n%s", serveOut)
+		}
+	}
+	bctx := testrig.Browser(t)
+	state := `(document.getElementById("cairn-exec-status")||{}).textContent + " | " + Array.from(document.querySelectorAll(".cb-result:not([hidden])")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 400)).join(" || ")`
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		actx, c := context.WithTimeout(bctx, 2*time.Minute)
+		defer c()
+		if _, err := chromedp.Run(actx, chromedp.Steps(actions...)); err != nil {
+			st, _ := chromedp.Run(bctx, chromedp.Evaluate[string](state))
+			t.Fatalf("%s: %v\npage: %s\nserve said:\n%s", what, err, st, serveOut)
+		}
+	}
+	waitJS := func(js string, d time.Duration) {
+		t.Helper()
+		actx, c := context.WithTimeout(bctx, d+5*time.Second)
+		defer c()
+		if _, err := chromedp.Run(actx, chromedp.Poll[bool]("!!("+js+")", chromedp.WithPollingTimeout(d))); err != nil {
+			st, _ := chromedp.Run(bctx, chromedp.Evaluate[string](state))
+			t.Fatalf("waiting until %s: %v\npage: %s\nserve said:\n%s", js, err, st, serveOut)
+		}
+	}
+	text := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	run("open the page", chromedp.Navigate(base+"fanout/#cairn-token="+token))
+	waitJS(`document.querySelector("#cairn-exec-status.exec-on")`, 30*time.Second)
+	verified := func(block string) string {
+		t.Helper()
+		run("run "+block, chromedp.Click(chromedp.CSS(`#block-`+block+` .cb-run`)))
+		waitJS(`document.querySelector("#block-`+block+`.cb-verified")`, 90*time.Second)
+		return text(`document.querySelector("#block-` + block + ` .cb-result").textContent`)
+	}
+	verified("shell-ds")
+	verified("shell-ds-ready")
+	if got := text(`document.querySelector("#block-hello-pods .cb-hosts").textContent`); !strings.Contains(got, "ds/cairn-shell") {
+		t.Errorf("the pod block's header does not say which pods: %q", got)
+	}
+	out := verified("hello-pods")
+	for _, n := range []string{"cp0", "cp1", "cp2", "w0"} {
+		if !regexp.MustCompile(`── cairn-shell-\w+ ──\s*hello from ` + n).MatchString(out) {
+			t.Errorf("the page shows no result of the pod on %s:\n%s", n, out)
+		}
+	}
+	out = verified("manifests")
+	for _, n := range []string{"cp0", "cp1", "cp2"} {
+		if !regexp.MustCompile(`── ` + n + ` ──[^─]*kube-apiserver\.yaml`).MatchString(out) {
+			t.Errorf("the page shows no result of node %s:\n%s", n, out)
+		}
+	}
+	// Copy: the command a reader pastes does what Run did.
+	for _, tc := range []struct{ block, want string }{
+		{"hello-pods", "hello from w0"},
+		{"manifests", "kube-apiserver.yaml"},
+	} {
+		run("copy "+tc.block, chromedp.Click(chromedp.CSS(`#block-`+tc.block+` .cb-copy`)))
+		waitJS(`window.Cairn.lastCopied && window.Cairn.lastCopied.indexOf("kubectl") > 0`, 10*time.Second)
+		copied := text(`window.Cairn.lastCopied`)
+		text(`(window.Cairn.lastCopied = "", "")`)
+		c := exec.CommandContext(bundledtest.Ctx(t, 3*time.Minute), "bash", "-c", copied)
+		c.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+sandbox.BinDir()+":"+os.Getenv("PATH"), "CAIRN_NODE_IMAGE="+sandbox.ImageNodeShell)
+		got, err := c.CombinedOutput()
+		if err != nil || !strings.Contains(string(got), tc.want) {
+			t.Errorf("%s: the copied command: %v\n%s\ncommand:\n%s", tc.block, err, got, copied)
+		}
+	}
+	noCairnPods(t, "runs and copies from the page")
 }
