@@ -219,20 +219,28 @@ func (s *startedRun) String() string {
 	return s.buf.String()
 }
 
-// TestFanOutOnRunningNodes runs runFanOutOnNodes on a cluster already
-// built on sandbox nodes (CAIRN_NODETEST_CLUSTER=STATE-DIR, after `cairn
-// sandbox up --nodes` and the kubeadm runbook), to work on it without a
-// kubeadm run each time; CI runs it inside TestBundledKubeadmOnNodes.
-func TestFanOutOnRunningNodes(t *testing.T) {
+// TestOnRunningNodes runs one of the runbooks the node tests run after a
+// kubeadm run (CAIRN_NODETEST_THEN: fanout, cilium or ccm; default fanout)
+// on a cluster already built on sandbox nodes (CAIRN_NODETEST_CLUSTER=
+// STATE-DIR, after `cairn sandbox up --nodes` and the kubeadm runbook), to
+// work on it without a kubeadm run each time; CI runs them inside
+// TestBundledKubeadmOnNodes.
+func TestOnRunningNodes(t *testing.T) {
 	dir := os.Getenv("CAIRN_NODETEST_CLUSTER")
 	if dir == "" {
-		t.Skip("CAIRN_NODETEST_CLUSTER is unset (CI runs this inside TestBundledKubeadmOnNodes)")
+		t.Skip("CAIRN_NODETEST_CLUSTER is unset (CI runs these inside TestBundledKubeadmOnNodes)")
+	}
+	then := map[string]func(*testing.T, *sandbox.Sandbox, string, string){
+		"": runFanOutOnNodes, "fanout": runFanOutOnNodes, "cilium": runCiliumOnNodes, "ccm": runCCMOnNodes,
+	}[os.Getenv("CAIRN_NODETEST_THEN")]
+	if then == nil {
+		t.Fatalf("CAIRN_NODETEST_THEN=%s: want fanout, cilium or ccm", os.Getenv("CAIRN_NODETEST_THEN"))
 	}
 	sb, err := sandbox.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runFanOutOnNodes(t, sb, t.TempDir(), "")
+	then(t, sb, t.TempDir(), "10.244.0.0/16")
 }
 
 var pairRe = regexp.MustCompile(`pair this browser by opening (http://127\.0\.0\.1:\d+/)#cairn-token=([0-9a-f]+)`)
