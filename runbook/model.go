@@ -165,6 +165,7 @@ var SandboxFacts = []string{
 	"cilium-chart",     // the Cilium chart of the nodes' Cilium images
 	"cilium-version",   // its version
 	"test-image",       // an image every node has for test pods
+	"node-image",       // an image every node has for target=node pods
 }
 
 // Label is the short name shown in forms and badges.
@@ -316,14 +317,7 @@ type Block struct {
 func (b *Block) Badge(rb *Runbook) string {
 	switch b.Target {
 	case TargetSSH:
-		label := b.Hosts
-		if p := rb.ParamByName(b.Hosts); p != nil {
-			if p.Group != "" {
-				label = p.Group
-			} else {
-				label = strings.ToLower(strings.ReplaceAll(p.Name, "_", "-"))
-			}
-		}
+		label := rb.hostsLabel(b.Hosts)
 		if b.Action == "copy" {
 			return "ssh:" + label + " (copy)"
 		}
@@ -342,12 +336,27 @@ func (b *Block) Badge(rb *Runbook) string {
 		}
 		return "pod:" + b.Selector
 	case TargetNode:
+		if name, ok := strings.CutPrefix(b.Nodes, "$"); ok && rb.ParamByName(name) != nil {
+			return "node:" + rb.hostsLabel(name)
+		}
 		if b.Nodes != "" {
 			return "node:" + b.Nodes
 		}
 		return "node:" + b.Selector
 	}
 	return string(b.Target)
+}
+
+// hostsLabel is how a badge names the hosts (or nodes) of parameter
+// name: its group, else its name in lower case.
+func (rb *Runbook) hostsLabel(name string) string {
+	if p := rb.ParamByName(name); p != nil {
+		if p.Group != "" {
+			return p.Group
+		}
+		return strings.ToLower(strings.ReplaceAll(p.Name, "_", "-"))
+	}
+	return name
 }
 
 // Executable reports whether the block has a target.

@@ -22,12 +22,13 @@ const (
 	FactCiliumChart     = "cilium-chart"
 	FactCiliumVersion   = "cilium-version"
 	FactTestImage       = "test-image"
+	FactNodeImage       = "node-image"
 )
 
 // FactNames are every fact a sandbox may report.
 var FactNames = []string{FactLBName, FactLBPort, FactSSHUser, FactSSHKey, FactNodeImages,
 	FactImageSource, FactPreflightIgnore, FactCNI, FactPodNetworkCIDR, FactWorkerNode, FactNodeInterface,
-	FactCiliumChart, FactCiliumVersion, FactTestImage}
+	FactCiliumChart, FactCiliumVersion, FactTestImage, FactNodeImage}
 
 // NodePodNetworkCIDR is the pod range the sandbox suggests for a cluster
 // on its nodes: clear of its host network (10.200.0.0/16) and of
@@ -70,6 +71,7 @@ func (s Status) Facts() map[string]string {
 		f[FactCiliumChart] = CiliumChart(filepath.Dir(s.Inventory.ImagesDir))
 		f[FactCiliumVersion] = CiliumVersion
 		f[FactTestImage] = ImageWeb
+		f[FactNodeImage] = ImageNodeShell
 		if !cgroupV2() {
 			// kubeadm's SystemVerification fails a cgroup v1 host; the
 			// nodes' kubelets run with failCgroupV1: false.

@@ -31,7 +31,7 @@ func TestFacts(t *testing.T) {
 			FactNodeImages: "/bin/images", FactImageSource: "archive", FactCNI: "bridge",
 			FactPodNetworkCIDR: NodePodNetworkCIDR, FactPreflightIgnore: preflight,
 			FactWorkerNode: "w0", FactNodeInterface: "eth0", FactCiliumChart: "/bin/charts/cilium",
-			FactCiliumVersion: CiliumVersion, FactTestImage: ImageWeb}},
+			FactCiliumVersion: CiliumVersion, FactTestImage: ImageWeb, FactNodeImage: ImageNodeShell}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := maps.Clone(tc.want)

@@ -367,6 +367,21 @@ func probeLine(out, prefix string) string {
 }
 
 func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
+	runCCM(t, sb, dir, podCIDR, "ssh")
+}
+
+// runCCMOnNodesAPI is runCCMOnNodes with NODE_ACCESS=api: the node-side
+// blocks reach the nodes through the API (target=node), not over SSH.
+func runCCMOnNodesAPI(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
+	runCCM(t, sb, dir, podCIDR, "api")
+}
+
+// nodeSideBlocks are the CCM runbook's blocks that run on the nodes: over
+// SSH, or with NODE_ACCESS=api as their -api twins (target=node).
+var nodeSideBlocks = []string{"check-kcm-flags", "backup-kcm-manifest", "write-kcm-config-wildcard", "check-kcm-migration-enabled",
+	"write-ccm-config-wildcard", "check-n1-nodes", "check-ccm-migration-off", "remove-migration-config"}
+
+func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string) {
 	start := time.Now()
 	inv := sb.Inventory()
 	cps := []string{"cp0", "cp1", "cp2"}
@@ -501,7 +516,8 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 	}
 
 	params := map[string]string{"CONTROL_PLANE_HOSTS": "cp0 cp1 cp2", "NEW_CONTROL_PLANE_HOSTS": "cp0 cp1 cp2",
-		"LEADER_MIGRATION_FILE": migrationFile, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true"}
+		"LEADER_MIGRATION_FILE": migrationFile, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true",
+		"NODE_ACCESS": access, "NODE_IMAGE": sandbox.ImageNodeShell}
 	// Interactive, as a reader runs it: cairn run waits at each manual
 	// step until the terminal has done it (with --yes it would go on).
 	args := []string{"run", bundledtest.Path("ccm-leader-migration.md"), "--sandbox", "no",
@@ -536,6 +552,12 @@ func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 		"check-kcm-migration-enabled", "wait-migration-lease", "check-owner-kcm", "write-ccm-config-wildcard",
 		"wait-ccm-lease", "check-owner-mixed", "check-n1-nodes", "check-owner-ccm", "list-kcm-images",
 		"check-ccm-migration-off", "remove-migration-config", "delete-migration-lease"} {
+		if access == "api" && slices.Contains(nodeSideBlocks, id) {
+			if ran[id] {
+				t.Errorf("block %s ran over SSH with NODE_ACCESS=api", id)
+			}
+			id += "-api"
+		}
 		if !ran[id] {
 			t.Errorf("block %s did not run", id)
 		}

@@ -59,7 +59,9 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		// building a second one would cost CI three more minutes. The
 		// longest run, so it starts first.
 		{"stacked-upload", "stacked", "upload", 0, runCCMOnNodes},
-		{"external-upload", "external", "upload", 3, nil},
+		// The CCM runbook again, its node-side blocks through the API
+		// (NODE_ACCESS=api: target=node), as on a cluster without SSH.
+		{"external-upload", "external", "upload", 3, runCCMOnNodesAPI},
 		// The manual certificate path by scp: the person at the terminal
 		// (interactive); then blocks in pods and on nodes through the API.
 		{"stacked-scp", "stacked", "scp", 0, runFanOutOnNodes},
@@ -415,6 +417,8 @@ func thenName(then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string))
 		return "cilium-multipool"
 	case fmt.Sprintf("%p", runFanOutOnNodes):
 		return "pods-and-nodes"
+	case fmt.Sprintf("%p", runCCMOnNodesAPI):
+		return "ccm-leader-migration-via-api"
 	}
 	return "ccm-leader-migration"
 }
