@@ -178,6 +178,60 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 		}
 	})
 
+	// The patching branch: the Role as older releases' bootstrap made it
+	// (no lease rule at all), which today's apiserver never does, so
+	// without this the branch would never run in a test (the audit).
+	t.Run("patch-kcm-role-older-release", func(t *testing.T) {
+		older := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"watch"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"kube-controller-manager"}, Verbs: []string{"get", "update"}},
+		}
+		if err := retryOnConflict(func() error {
+			r, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			r.Rules = older
+			_, err = roles.Update(ctx, r, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if canI(t, k, "update", bundledtest.MigrationLease) {
+			t.Skipf("%s may update the migration lease without the Role's rule (another binding grants it): the patching branch cannot be reached here", kcmUser)
+		}
+		rec := b.verify(t, "patch-kcm-lock-role", true)
+		r, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(rec.Output, "role.rbac.authorization.k8s.io/"+kcmLockRole+" patched") ||
+			len(r.Rules) != len(older)+1 || !reflect.DeepEqual(r.Rules[:len(older)], older) || !isMigrationRule(r.Rules[len(older):]) {
+			t.Errorf("rules after the patch: %+v (before %+v)\n%s", r.Rules, older, rec.Output)
+		}
+		for _, verb := range []string{"get", "update"} {
+			if !canI(t, k, verb, bundledtest.MigrationLease) {
+				t.Errorf("%s may not %s lease %s after the patch", kcmUser, verb, bundledtest.MigrationLease)
+			}
+		}
+		// Run again, it finds the access and changes nothing.
+		if rec := b.verify(t, "patch-kcm-lock-role", true); !strings.Contains(rec.Output, "already granted") {
+			t.Errorf("a second run did not find the access:\n%s", rec.Output)
+		}
+		// Back to the bootstrap Role for the subtests below.
+		if err := retryOnConflict(func() error {
+			r, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			r.Rules = orig.Rules
+			_, err = roles.Update(ctx, r, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("patch-kcm-role", func(t *testing.T) {
 		if _, err := b.prepare(t, "patch-kcm-lock-role", false); !errors.Is(err, executor.ErrNeedsConfirm) {
 			t.Fatalf("unconfirmed patch: %v, want ErrNeedsConfirm", err)

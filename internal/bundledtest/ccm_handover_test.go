@@ -126,7 +126,8 @@ func TestBundledCCMHandover(t *testing.T) {
 	// runbook's block writes on the host is the one the processes read.
 	config := filepath.Join(t.TempDir(), "leadermigration.conf")
 	params := map[string]string{"CONTROL_PLANE_HOSTS": host, "NEW_CONTROL_PLANE_HOSTS": host, "LEADER_MIGRATION_FILE": config,
-		"LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true"}
+		"LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true",
+		"CCM_USER": bundledtest.CCMUser}
 	b := newBundled(t, "ccm-leader-migration.md", k, s, params)
 
 	// Access to the migration lease, by the runbook's blocks: KCM's
@@ -142,8 +143,13 @@ func TestBundledCCMHandover(t *testing.T) {
 	if rec := b.verify(t, "patch-kcm-lock-role", true); !strings.Contains(rec.Output, "already granted") {
 		t.Logf("patch-kcm-lock-role changed the bootstrap Role:\n%s", rec.Output)
 	}
+	// The CCM's access, checked by the runbook before the patch: refused.
+	if rec := b.run(t, "can-i-migration-lease-ccm", false, time.Minute); rec.Status == executor.StatusVerified {
+		t.Errorf("can-i-migration-lease-ccm verified before the CCM's Role had the rule:\n%s", rec.Output)
+	}
 	b.verify(t, "patch-ccm-lock-role", true)
 	b.verify(t, "can-i-migration-lease", false)
+	b.verify(t, "can-i-migration-lease-ccm", false)
 	if !canIAs(t, k, bundledtest.CCMUser, "update", bundledtest.MigrationLease) || !canIAs(t, k, bundledtest.CCMUser, "update", "cloud-controller-manager") {
 		t.Fatalf("after patch-ccm-lock-role %s cannot update both leases", bundledtest.CCMUser)
 	}

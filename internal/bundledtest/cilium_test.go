@@ -407,11 +407,17 @@ spec:
 			t.Fatalf("nginx after scale-test-workload: %v (%v)", d.Spec.Replicas, err)
 		}
 		// The controller manager's ReplicaSet controller made the pods.
+		// list-test-pods lists them and, Pending as they are here, fails:
+		// it passes only when every test pod runs with an address (the
+		// node tests).
+		var last *executor.Record
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			rec := b.run(t, "list-test-pods", false, 30*time.Second)
-			return rec.Status == executor.StatusVerified && strings.Count(rec.Output, "nginx-") == 8, nil
+			last = b.run(t, "list-test-pods", false, 30*time.Second)
+			return strings.Count(last.Output, "nginx-") == 8, nil
 		}); err != nil {
 			t.Errorf("list-test-pods never listed 8 nginx pods: %v", err)
+		} else if last.Status == executor.StatusVerified || !strings.Contains(last.Output, "only 0 of 8 test pods are Running with an IP") {
+			t.Errorf("list-test-pods with 8 Pending pods: %s\n%s", last.Status, last.Output)
 		}
 	})
 
@@ -423,6 +429,9 @@ spec:
 		saved := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rec.Output), "saved "))
 		if data, err := os.ReadFile(saved); err != nil || !strings.Contains(string(data), "bgpControlPlane") {
 			t.Errorf("backup %q: %v\n%s", saved, err, data)
+		}
+		if rec := b.verify(t, "record-agents-before-upgrade", false); !strings.Contains(rec.Output, "cilium-") {
+			t.Errorf("record-agents-before-upgrade recorded:\n%s", rec.Output)
 		}
 		if _, err := b.prepare(t, "helm-upgrade-multipool", false); err == nil {
 			t.Fatal("helm-upgrade-multipool ran without confirmation")

@@ -517,7 +517,7 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string) {
 
 	params := map[string]string{"CONTROL_PLANE_HOSTS": "cp0 cp1 cp2", "NEW_CONTROL_PLANE_HOSTS": "cp0 cp1 cp2",
 		"LEADER_MIGRATION_FILE": migrationFile, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true",
-		"NODE_ACCESS": access, "NODE_IMAGE": sandbox.ImageNodeShell}
+		"NODE_ACCESS": access, "NODE_IMAGE": sandbox.ImageNodeShell, "CCM_USER": bundledtest.CCMUser}
 	// Interactive, as a reader runs it: cairn run waits at each manual
 	// step until the terminal has done it (with --yes it would go on).
 	args := []string{"run", bundledtest.Path("ccm-leader-migration.md"), "--sandbox", "no",
@@ -548,7 +548,7 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string) {
 	}
 	ran := checkRun(t, stdout)
 	for _, id := range []string{"check-kcm-lease", "check-no-ccm-lease", "check-kcm-flags", "backup-kcm-manifest",
-		"get-kcm-lock-role", "patch-kcm-lock-role", "patch-ccm-lock-role", "can-i-migration-lease", "write-kcm-config-wildcard",
+		"get-kcm-lock-role", "patch-kcm-lock-role", "patch-ccm-lock-role", "can-i-migration-lease", "can-i-migration-lease-ccm", "write-kcm-config-wildcard",
 		"check-kcm-migration-enabled", "wait-migration-lease", "check-owner-kcm", "write-ccm-config-wildcard",
 		"wait-ccm-lease", "check-owner-mixed", "check-n1-nodes", "check-owner-ccm", "list-kcm-images",
 		"check-ccm-migration-off", "remove-migration-config", "delete-migration-lease"} {
