@@ -1003,7 +1003,7 @@ cairn_ssh_script() {
 # or workload (KIND/NAME: its matchLabels). Pods being deleted are left
 # out; none at all is a reason, and false.
 cairn_pods() {
-	local ns=$1 how=$2 what=$3 sel out
+	local ns=$1 how=$2 what=$3 sel
 	local -a nsarg=()
 	[[ -n $ns ]] && nsarg=(-n "$ns")
 	cairn_hosts=()
@@ -1025,32 +1025,36 @@ cairn_pods() {
 		;;
 	*) sel=$what ;;
 	esac
-	out=$(cairn_kctl "${nsarg[@]}" get pods -l "$sel" -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' 2>&1) || {
-		cairn_reasons+=("list pods of $sel: $(cairn_oneline "$out")")
-		return 1
-	}
-	mapfile -t cairn_hosts <<<"$out"
-	[[ -z ${cairn_hosts[0]:-} ]] && cairn_hosts=()
+	cairn_names "pods of $sel" "${nsarg[@]}" get pods -l "$sel" -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' || return 1
 	if ((${#cairn_hosts[@]} == 0)); then
 		cairn_reasons+=("no pods: pods of $what${ns:+ in namespace $ns} match none")
 		return 1
 	fi
 }
 
+# cairn_names WHAT ARGS...: cairn_hosts from kubectl ARGS (a name a line);
+# a failure is a reason, and false.
+cairn_names() {
+	local what=$1 out
+	shift
+	out=$(cairn_kctl "$@" 2>&1) || {
+		cairn_reasons+=("list $what: $(cairn_oneline "$out")")
+		return 1
+	}
+	mapfile -t cairn_hosts <<<"$out"
+	[[ -z ${cairn_hosts[0]:-} ]] && cairn_hosts=()
+	return 0
+}
+
 # cairn_nodes HOW WHAT: the nodes a node block runs on, into cairn_hosts:
 # HOW is names (space or comma separated) or selector.
 cairn_nodes() {
-	local how=$1 what=$2 out
+	local how=$1 what=$2
 	cairn_hosts=()
 	if [[ $how == names ]]; then
 		read -ra cairn_hosts <<<"${what//,/ }"
 	else
-		out=$(cairn_kctl get nodes -l "$what" -o go-template='{{range .items}}{{.metadata.name}}{{"\n"}}{{end}}' 2>&1) || {
-			cairn_reasons+=("list nodes of $what: $(cairn_oneline "$out")")
-			return 1
-		}
-		mapfile -t cairn_hosts <<<"$out"
-		[[ -z ${cairn_hosts[0]:-} ]] && cairn_hosts=()
+		cairn_names "nodes of $what" get nodes -l "$what" -o go-template='{{range .items}}{{.metadata.name}}{{"\n"}}{{end}}' || return 1
 	fi
 	if ((${#cairn_hosts[@]} == 0)); then
 		cairn_reasons+=("no nodes: $what matches none")

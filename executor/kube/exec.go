@@ -83,15 +83,8 @@ type selection struct {
 }
 
 func newSelection(b *runbook.Block, env map[string]string) (*selection, error) {
-	var problems []string
-	sub := func(attr, s string, ok func(string) bool, want string) string {
-		for _, r := range runbook.FindRefs(s, false) {
-			if v, has := env[r.Name]; has && !ok(v) {
-				problems = append(problems, fmt.Sprintf("%s=%s: the value of $%s (%.60q) is not %s", attr, s, r.Name, v, want))
-			}
-		}
-		return runbook.Substitute(s, env, false)
-	}
+	f := &valueFiller{env: env}
+	sub := f.fill
 	s := &selection{
 		namespace: sub("namespace", b.Namespace, isNamespace, "a namespace name (a DNS label)"),
 		name:      sub("name", b.Name, isObjectName, "an object name"),
@@ -101,11 +94,11 @@ func newSelection(b *runbook.Block, env map[string]string) (*selection, error) {
 		nodes:     sub("nodes", b.Nodes, isNodeList, "node names"),
 		image:     sub("image", b.Image, isImageRef, "an image reference"),
 	}
-	if s.workload != "" && !isWorkload(s.workload) && len(problems) == 0 {
-		problems = append(problems, fmt.Sprintf("workload=%s is %q, not KIND/NAME with KIND one of ds, deploy, sts, rs, job", b.Workload, s.workload))
+	if s.workload != "" && !isWorkload(s.workload) && len(f.problems) == 0 {
+		f.problems = append(f.problems, fmt.Sprintf("workload=%s is %q, not KIND/NAME with KIND one of ds, deploy, sts, rs, job", b.Workload, s.workload))
 	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: block %q: %s", executor.ErrBadParam, b.ID, strings.Join(problems, "; "))
+	if err := f.err(b); err != nil {
+		return nil, err
 	}
 	if s.selector != "" {
 		if _, err := labels.Parse(s.selector); err != nil {

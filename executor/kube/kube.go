@@ -341,15 +341,8 @@ type action struct {
 // namespace, one label value of a selector), so it stays one value there;
 // the body's values go into scalars of the parsed manifest (runbook.Manifest).
 func newAction(b *runbook.Block, env map[string]string) (*action, error) {
-	var problems []string
-	sub := func(attr, s string, ok func(string) bool, want string) string {
-		for _, r := range runbook.FindRefs(s, false) {
-			if v, has := env[r.Name]; has && !ok(v) {
-				problems = append(problems, fmt.Sprintf("%s=%s: the value of $%s (%.60q) is not %s", attr, s, r.Name, v, want))
-			}
-		}
-		return runbook.Substitute(s, env, false)
-	}
+	f := &valueFiller{env: env}
+	sub := f.fill
 	a := &action{
 		id:            b.ID,
 		verb:          b.Action,
@@ -365,8 +358,8 @@ func newAction(b *runbook.Block, env map[string]string) (*action, error) {
 		all:           b.All,
 		lease:         b.Expect.Lease != nil,
 	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: block %q: %s", executor.ErrBadParam, b.ID, strings.Join(problems, "; "))
+	if err := f.err(b); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(b.Content) != "" {
 		m := b.Manifest
@@ -383,6 +376,31 @@ func newAction(b *runbook.Block, env map[string]string) (*action, error) {
 		a.body, a.manifest = body, m
 	}
 	return a, nil
+}
+
+// valueFiller fills parameter values into attribute text, noting each
+// value that does not fit the grammar of the field it lands in (so that it
+// stays one value there: one label value, one name).
+type valueFiller struct {
+	env      map[string]string
+	problems []string
+}
+
+func (f *valueFiller) fill(attr, s string, ok func(string) bool, want string) string {
+	for _, r := range runbook.FindRefs(s, false) {
+		if v, has := f.env[r.Name]; has && !ok(v) {
+			f.problems = append(f.problems, fmt.Sprintf("%s=%s: the value of $%s (%.60q) is not %s", attr, s, r.Name, v, want))
+		}
+	}
+	return runbook.Substitute(s, f.env, false)
+}
+
+// err is ErrBadParam naming every value that did not fit, or nil.
+func (f *valueFiller) err(b *runbook.Block) error {
+	if len(f.problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: block %q: %s", executor.ErrBadParam, b.ID, strings.Join(f.problems, "; "))
 }
 
 var (
