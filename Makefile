@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.Version=$(VERSION)
 PORT     ?= 1313
 
-.PHONY: all build run test test-unit check fmt vet bench clean fuzz
+.PHONY: all build run test test-unit check fmt vet bench bench-fanout clean fuzz
 
 all: build
 
@@ -55,6 +55,10 @@ bench: build
 	@echo
 	@echo "journal: open with 1 GB of history (time, bytes allocated), and one durable append"
 	$(GO) test -run '^$$' -bench 'Journal' -benchmem -benchtime 5x ./executor
+
+## bench-fanout: one block on 1 and 4 sandbox nodes over SSH and through the API (target=node); builds a cluster first (root, not part of test)
+bench-fanout:
+	scripts/bench-fanout.sh
 
 clean:
 	rm -rf bin public

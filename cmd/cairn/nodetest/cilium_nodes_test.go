@@ -219,7 +219,7 @@ spec:
 // readerKubeconfig writes the cluster's admin credentials (cp0's admin.conf)
 // under the context the bundled runbooks allow (kube.contexts), as a
 // reader's kubeconfig, and returns its path.
-func readerKubeconfig(t *testing.T, inv *sandbox.Inventory, dir, name string) string {
+func readerKubeconfig(t testing.TB, inv *sandbox.Inventory, dir, name string) string {
 	t.Helper()
 	root := ""
 	for _, h := range inv.Hosts {
