@@ -76,8 +76,15 @@ func chromiumPath(t testing.TB) string {
 func startBrowser(t testing.TB, exe, name string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	// TMPDIR too: Chromium makes its singleton socket's directory there
-	// and leaves it behind when it is killed, as it is at cleanup.
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir()), chromedp.Env("TMPDIR=" + t.TempDir())}
+	// and leaves it behind when it is killed, as it is at cleanup. Not
+	// t.TempDir(): a subtest's name makes that path longer than a Unix
+	// socket's 108 bytes, and Chromium then exits at once.
+	tmp, err := os.MkdirTemp("", "cairn-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir()), chromedp.Env("TMPDIR=" + tmp)}
 	for _, f := range chromiumFlags {
 		opts = append(opts, chromedp.Flag(f, true))
 	}

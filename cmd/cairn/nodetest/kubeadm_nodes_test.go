@@ -394,7 +394,13 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	if then != nil {
 		// A subtest, so that its clean-ups (RBAC it made) run while the
 		// cluster is still up.
-		t.Run(thenName(then), func(t *testing.T) { then(t, sb, dir, params["POD_NETWORK_CIDR"]) })
+		// The run from the sandbox got its pod range from the sandbox's
+		// facts, not from params.
+		podCIDR := params["POD_NETWORK_CIDR"]
+		if podCIDR == "" {
+			podCIDR = sandbox.NodePodNetworkCIDR
+		}
+		t.Run(thenName(then), func(t *testing.T) { then(t, sb, dir, podCIDR) })
 	}
 	holdOnFailure(t, sb)
 
