@@ -72,6 +72,7 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
 	x.Wire(d, say)
 	x.Follow(ctx, say)
+	x.SweepNodePods(ctx, say)
 	if ef.Sandbox == "start" {
 		x.StartSandbox(ctx, say)
 	}

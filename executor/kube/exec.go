@@ -432,7 +432,7 @@ func (n nodeRunner) Run(ctx context.Context, job *executor.Job, out executor.Sin
 		return nil, err
 	}
 	// What a killed executor left: gone before this one adds its own.
-	if err := r.SweepNodePods(ctx, ns); err != nil {
+	if _, err := r.SweepNodePods(ctx, ns); err != nil {
 		out.Event(executor.Event{Kind: "info", Message: "clean-up of earlier node pods: " + err.Error()})
 	}
 	// One server-side dry run answers both questions a node block raises
@@ -633,19 +633,21 @@ var sweepMu sync.Mutex
 // SweepNodePods deletes node pods of this machine and user that no live
 // executor owns: those of an executor that was killed (its process is
 // gone) and those whose deadline has passed. It looks in every namespace
-// when it may list there, else in ns.
-func (r *Runner) SweepNodePods(ctx context.Context, ns string) error {
+// when it may list there, else in ns ("": the context's). It returns how
+// many it deleted.
+func (r *Runner) SweepNodePods(ctx context.Context, ns string) (int, error) {
 	sweepMu.Lock()
 	defer sweepMu.Unlock()
 	sel := labels.Set{nodepod.LabelManagedBy: "cairn", nodepod.LabelRole: nodepod.Role, nodepod.LabelOwner: Owner()}.String()
 	l, err := r.core.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if apierrors.IsForbidden(err) {
-		l, err = r.core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		l, err = r.core.Pods(r.nsOr(ns)).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var errs []error
+	n := 0
 	for _, p := range l.Items {
 		over := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 		if !over && processAlive(p.Annotations[nodepod.AnnotationPID]) {
@@ -656,7 +658,9 @@ func (r *Runner) SweepNodePods(ctx context.Context, ns string) error {
 		}
 		if err := r.core.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &nodePodGrace}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %s/%s: %w", p.Namespace, p.Name, err))
+			continue
 		}
+		n++
 	}
-	return errors.Join(errs...)
+	return n, errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -115,6 +116,29 @@ const FollowInterval = 2 * time.Second
 // one line per change.
 func (x *Executor) Follow(ctx context.Context, say func(string)) {
 	x.background(ctx, func(ctx context.Context) { x.Targets.Follow(ctx, FollowInterval, say) })
+}
+
+// SweepNodePods deletes, in the background and within half a minute, the
+// node pods an executor of this machine and user left when it was killed
+// (kube.Runner.SweepNodePods); serve and daemon call it once at start, so
+// a killed one's pods go without waiting for the next node block. say gets
+// a line when there were some.
+func (x *Executor) SweepNodePods(ctx context.Context, say func(string)) {
+	x.background(ctx, func(ctx context.Context) {
+		kr := x.Targets.get().kube
+		if kr == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		n, err := kr.SweepNodePods(ctx, "")
+		switch {
+		case err != nil && ctx.Err() == nil:
+			say("node pods an earlier executor left: " + err.Error())
+		case n > 0:
+			say(fmt.Sprintf("deleted %d node pod(s) an earlier executor of this machine left (it was killed)", n))
+		}
+	})
 }
 
 // background runs f until Close, which cancels it and waits for it.

@@ -173,23 +173,58 @@ func runFanOutOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 		noProcess(t, "w0", "'[s]leep 7771'", "a cancelled run")
 	})
 
-	t.Run("kill-9", func(t *testing.T) {
+	// kill9 runs the long block, kills cairn with SIGKILL and checks that
+	// the pod stayed: killed, it could not clean up (the pod's deadline
+	// would end it).
+	kill9 := func(t *testing.T) {
+		t.Helper()
 		sr, wait := start(t)
 		if err := sr.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = wait()
-		// Killed, it could not clean up: the pod stays (until its deadline)...
 		if left := cairnPods(t); len(left) != 1 {
 			t.Errorf("after kill -9, pods Cairn made: %v, want the one of the killed run", left)
 		}
-		// ...and the next node block from this machine deletes it.
+	}
+	t.Run("kill-9-next-block", func(t *testing.T) {
+		kill9(t)
+		// The next node block from this machine deletes it.
 		out, err := run(t, short)
 		if err != nil {
 			t.Fatalf("cairn run after kill -9: %v\n%s", err, out)
 		}
 		noCairnPods(t, "kill -9 and the next node block")
 		noProcess(t, "w0", "'[s]leep 7771'", "kill -9 and the next node block")
+	})
+	t.Run("kill-9-next-start", func(t *testing.T) {
+		kill9(t)
+		// A server started on this machine deletes it at once, with no
+		// node block run.
+		content := filepath.Join(dir, "sweep-content")
+		if err := os.MkdirAll(content, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out := &startedRun{started: make(chan struct{})}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd, err := startCairn(ctx, nil, nil, out, out, "serve", "--port", "0", "--content", content, "--sandbox", "no",
+			"--kubeconfig", kubeconfig, "--journal", filepath.Join(dir, "sweep-journal.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}()
+		noCairnPods(t, "kill -9 and a server's start")
+		noProcess(t, "w0", "'[s]leep 7771'", "kill -9 and a server's start")
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "deleted 1 node pod(s)"); time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("serve did not say it deleted the pod:\n%s", out)
+				break
+			}
+		}
 	})
 }
 
