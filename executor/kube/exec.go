@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,13 +68,11 @@ func PodCommand(session string) []string {
 	return []string{"/bin/sh", "-c", shellWrapper(session)}
 }
 
-var nsenterHost = nodepod.Nsenter
-
 // NodeCommand is the exec command of a target=node block, run in the node
 // pod: the wrapper in the node's namespaces, with the node's /bin/sh and
 // bash.
 func NodeCommand(session string) []string {
-	return append(append([]string{}, nsenterHost...), "/bin/sh", "-c", shellWrapper(session))
+	return append(append([]string{}, nodepod.Nsenter...), "/bin/sh", "-c", shellWrapper(session))
 }
 
 // selection is how a pod or node block chooses where it runs, with
@@ -118,7 +117,7 @@ var nodeNameRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 
 // isNodeList: node names separated by spaces or commas.
 func isNodeList(v string) bool {
-	for _, n := range splitNames(v) {
+	for _, n := range runbook.SplitHosts(v) {
 		if !nodeNameRe.MatchString(n) {
 			return false
 		}
@@ -138,10 +137,6 @@ func isImageRef(v string) bool {
 		}
 	}
 	return true
-}
-
-func splitNames(v string) []string {
-	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
 }
 
 // start is what both runners do first: the context guard, the values the
@@ -277,7 +272,7 @@ func (r *Runner) workloadSelector(ctx context.Context, ns, workload string) (str
 	if err != nil {
 		return "", fmt.Errorf("workload %s in namespace %s: %w", workload, ns, err)
 	}
-	raw, found, err := unstructuredField(obj.Object, "spec", "selector")
+	raw, found, err := unstructured.NestedMap(obj.Object, "spec", "selector")
 	if err != nil || !found {
 		return "", fmt.Errorf("workload %s in namespace %s has no spec.selector", workload, ns)
 	}
@@ -293,18 +288,6 @@ func (r *Runner) workloadSelector(ctx context.Context, ns, workload string) (str
 		return "", fmt.Errorf("workload %s: its selector is empty; Cairn never runs in every pod", workload)
 	}
 	return s.String(), nil
-}
-
-func unstructuredField(obj map[string]any, path ...string) (map[string]any, bool, error) {
-	cur := obj
-	for _, p := range path {
-		next, ok := cur[p].(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		cur = next
-	}
-	return cur, true, nil
 }
 
 // canExec asks the API whether this user may exec into pods of ns, so a
@@ -476,7 +459,7 @@ func (r *Runner) nodePodRefused(ns string, err error) error {
 // matches; every named node must exist.
 func (r *Runner) chooseNodes(ctx context.Context, sel *selection) ([]string, error) {
 	if sel.nodes != "" {
-		names := splitNames(sel.nodes)
+		names := runbook.SplitHosts(sel.nodes)
 		if len(names) == 0 {
 			return nil, fmt.Errorf("%w: nodes= is empty", executor.ErrBadParam)
 		}
@@ -551,7 +534,7 @@ func (r *Runner) onNode(ctx context.Context, job *executor.Job, out executor.Sin
 		return -1, err
 	}
 	session := executor.NewID()
-	return r.execScript(ctx, job, out, ns, pod.Name, nodepod.Container, node, NodeCommand(session), session, nsenterHost)
+	return r.execScript(ctx, job, out, ns, pod.Name, nodepod.Container, node, NodeCommand(session), session, nodepod.Nsenter)
 }
 
 // nodePodGrace is nodepod.Grace, for DeleteOptions.

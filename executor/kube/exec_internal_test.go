@@ -23,7 +23,7 @@ func TestNewSelection(t *testing.T) {
 	if s.namespace != "kube-system" || s.workload != "ds/cilium" || s.container != "agent" || s.image != good["IMG"] || s.selector != "app=web" {
 		t.Errorf("selection = %+v", s)
 	}
-	if got := splitNames(s.nodes); strings.Join(got, "|") != "cp1|cp2|w1" {
+	if got := runbook.SplitHosts(s.nodes); strings.Join(got, "|") != "cp1|cp2|w1" {
 		t.Errorf("nodes = %q", got)
 	}
 	// A value is data for the field it lands in: it cannot widen a
