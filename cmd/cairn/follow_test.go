@@ -55,19 +55,19 @@ write_back: true
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg := newTestPage(t, bctx, 90*time.Second, stderr, `Array.from(document.querySelectorAll(".cb-result")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 300)).join(" || ")`)
-	pg.run("open the page", chromedp.Navigate(base+"drop/#cairn-token="+token))
+	pg := testrig.NewPage(t, bctx, 90*time.Second, stderr, `Array.from(document.querySelectorAll(".cb-result")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 300)).join(" || ")`)
+	pg.Run("open the page", chromedp.Navigate(base+"drop/#cairn-token="+token))
 	// Connected; kube blocks are off (no cluster), local ones run.
-	pg.poll("the page is paired", `document.querySelector("#cairn-exec-status.exec-warn") && !document.querySelector(".cb-run[aria-disabled=true]")`, 20*time.Second)
-	pg.eval(`(window.__notReloaded = "yes")`)
+	pg.Poll("the page is paired", `document.querySelector("#cairn-exec-status.exec-warn") && !document.querySelector(".cb-run[aria-disabled=true]")`, 20*time.Second)
+	pg.Eval(`(window.__notReloaded = "yes")`)
 
 	// A verified block is written back; the page re-renders, the open one
 	// stays as it is.
-	pg.run("click quick-one", chromedp.Click(chromedp.CSS(`#block-quick-one .cb-run`)))
-	pg.poll("quick-one verified", `document.querySelector("#block-quick-one.cb-verified")`, 20*time.Second)
+	pg.Run("click quick-one", chromedp.Click(chromedp.CSS(`#block-quick-one .cb-run`)))
+	pg.Poll("quick-one verified", `document.querySelector("#block-quick-one.cb-verified")`, 20*time.Second)
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "wrote verified output of quick-one"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			pg.fail("write-back", errors.New("serve did not write quick-one back"))
+			pg.Fail("write-back", errors.New("serve did not write quick-one back"))
 		}
 	}
 	src, _ := os.ReadFile(filepath.Join(dir, "drop.md"))
@@ -75,36 +75,36 @@ write_back: true
 		t.Errorf("no written-back output in the Markdown:\n%s", src)
 	}
 
-	if got := pg.eval(`String(window.__notReloaded)`); got != "yes" {
+	if got := pg.Eval(`String(window.__notReloaded)`); got != "yes" {
 		t.Errorf("the page was reloaded after a write-back\n%s", stderr.String())
 	}
 
 	// The stream of a running block breaks; the page follows it again.
-	pg.run("click gate", chromedp.Click(chromedp.CSS(`#block-gate .cb-run`)))
+	pg.Run("click gate", chromedp.Click(chromedp.CSS(`#block-gate .cb-run`)))
 	// The output in the result box (the block's own listing says "echo
 	// waiting" too): the stream is open and delivering.
-	pg.poll("gate's output streams in", `(document.querySelector("#block-gate.cb-running .cb-result pre") || {}).textContent === "waiting\n"`, 20*time.Second)
+	pg.Poll("gate's output streams in", `(document.querySelector("#block-gate.cb-running .cb-result pre") || {}).textContent === "waiting\n"`, 20*time.Second)
 	// The server's ends: the kernel resets each, and the browser gets
 	// ECONNRESET on its stream as from a dropped network.
 	kill := exec.Command(ss, "-K", "src", u.Hostname(), "sport", "=", ":"+u.Port())
 	killed, err := kill.CombinedOutput()
 	if err != nil {
-		pg.fail("ss -K: "+string(killed), err)
+		pg.Fail("ss -K: "+string(killed), err)
 	}
 	t.Logf("ss -K:\n%s", killed)
-	pg.poll("the page reconnects", `document.querySelector("#block-gate .cb-result[data-reconnects]")`, 15*time.Second)
+	pg.Poll("the page reconnects", `document.querySelector("#block-gate .cb-result[data-reconnects]")`, 15*time.Second)
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pg.poll("gate verified", `document.querySelector("#block-gate.cb-verified")`, 30*time.Second)
-	out := pg.eval(`document.querySelector("#block-gate .cb-result pre").textContent`)
+	pg.Poll("gate verified", `document.querySelector("#block-gate.cb-verified")`, 30*time.Second)
+	out := pg.Eval(`document.querySelector("#block-gate .cb-result pre").textContent`)
 	if !strings.Contains(out, "waiting") || !strings.Contains(out, "released") {
 		t.Errorf("output after the reconnect: %q", out)
 	}
-	if e := pg.eval(`Array.from(document.querySelectorAll(".cb-error")).map(e => e.textContent).join(" | ")`); e != "" {
+	if e := pg.Eval(`Array.from(document.querySelectorAll(".cb-error")).map(e => e.textContent).join(" | ")`); e != "" {
 		t.Errorf("the page shows an error: %s", e)
 	}
-	if got := pg.eval(`String(window.__notReloaded)`); got != "yes" {
+	if got := pg.Eval(`String(window.__notReloaded)`); got != "yes" {
 		t.Errorf("the page was reloaded when its connections dropped\n%s", stderr.String())
 	}
 }

@@ -247,13 +247,13 @@ func TestSandboxCannotStartPage(t *testing.T) {
 	dir := contentDir(t, map[string]string{"follow.md": followRunbook + "\n## 3. Local {#local}\n\n```bash {#here target=local}\necho here\n```\n"})
 
 	base, token, stderr := startServe(t, "--content", dir, "--sandbox", "start", "--journal", filepath.Join(tmp, "j.db"))
-	pg := newTestPage(t, bctx, 60*time.Second, stderr, `(document.getElementById("cairn-exec-status") || {}).textContent`)
-	pg.run("open the page", chromedp.Navigate(base+"follow/#cairn-token="+token))
-	pg.poll("the pill says local blocks still run", `(((document.getElementById("cairn-exec-status") || {}).textContent || "").indexOf("local blocks still run") > 0)`, 20*time.Second)
-	pill := pg.eval(`document.getElementById("cairn-exec-status").textContent`)
-	pg.run("run here", chromedp.Click(chromedp.CSS(`#block-here .cb-run`)))
-	pg.poll("here verified", `!!document.querySelector("#block-here.cb-verified")`, 20*time.Second)
-	out := pg.eval(`document.querySelector("#block-here .cb-result pre").textContent`)
+	pg := testrig.NewPage(t, bctx, 60*time.Second, stderr, `(document.getElementById("cairn-exec-status") || {}).textContent`)
+	pg.Run("open the page", chromedp.Navigate(base+"follow/#cairn-token="+token))
+	pg.Poll("the pill says local blocks still run", `(((document.getElementById("cairn-exec-status") || {}).textContent || "").indexOf("local blocks still run") > 0)`, 20*time.Second)
+	pill := pg.Eval(`document.getElementById("cairn-exec-status").textContent`)
+	pg.Run("run here", chromedp.Click(chromedp.CSS(`#block-here .cb-run`)))
+	pg.Poll("here verified", `!!document.querySelector("#block-here.cb-verified")`, 20*time.Second)
+	out := pg.Eval(`document.querySelector("#block-here .cb-result pre").textContent`)
 	for _, want := range []string{"the sandbox cannot start", "etcd not found", "scripts/sandbox-bins.sh"} {
 		if !strings.Contains(pill, want) {
 			t.Errorf("pill %q lacks %q", pill, want)

@@ -54,11 +54,11 @@ func TestServerKeepsItsSandbox(t *testing.T) {
 
 	dir := contentDir(t, map[string]string{"keep.md": keepRunbook})
 	base, token, stderr := startServe(t, "--content", dir, "--sandbox", "auto", "--kubeconfig", "", "--journal", filepath.Join(tmp, "j.db"))
-	pg := newTestPage(t, bctx, 90*time.Second, stderr, `(document.getElementById("cairn-exec-status") || {}).textContent`)
-	pg.run("open the page", chromedp.Navigate(base+"keep/#cairn-token="+token))
-	pg.poll("the executor pairs", `(((document.getElementById("cairn-exec-status") || {}).textContent || "").indexOf("SSH cp0") >= 0)`, 20*time.Second)
-	pg.run("run on the first sandbox", chromedp.Click(chromedp.CSS(`#block-host .cb-run`)))
-	pg.poll("verified on the first sandbox", `!!document.querySelector("#block-host.cb-verified")`, 30*time.Second)
+	pg := testrig.NewPage(t, bctx, 90*time.Second, stderr, `(document.getElementById("cairn-exec-status") || {}).textContent`)
+	pg.Run("open the page", chromedp.Navigate(base+"keep/#cairn-token="+token))
+	pg.Poll("the executor pairs", `(((document.getElementById("cairn-exec-status") || {}).textContent || "").indexOf("SSH cp0") >= 0)`, 20*time.Second)
+	pg.Run("run on the first sandbox", chromedp.Click(chromedp.CSS(`#block-host .cb-run`)))
+	pg.Poll("verified on the first sandbox", `!!document.querySelector("#block-host.cb-verified")`, 30*time.Second)
 
 	// Another sandbox takes the folder: down, then up again (new keys, new
 	// processes, a new start time).
@@ -68,8 +68,8 @@ func TestServerKeepsItsSandbox(t *testing.T) {
 	if err != nil || second.ID() == first.ID() {
 		t.Fatalf("second sandbox: %v, id %s (first %s)", err, second.ID(), first.ID())
 	}
-	pg.poll("the page shows the other sandbox", `!!document.querySelector("#cairn-sandbox-offer .sandbox-accept")`, 20*time.Second)
-	pill := pg.eval(`document.getElementById("cairn-exec-status").textContent`)
+	pg.Poll("the page shows the other sandbox", `!!document.querySelector("#cairn-sandbox-offer .sandbox-accept")`, 20*time.Second)
+	pill := pg.Eval(`document.getElementById("cairn-exec-status").textContent`)
 	if strings.Contains(pill, "SSH cp0") {
 		t.Errorf("the pill still offers the hosts: %q", pill)
 	}
@@ -87,7 +87,7 @@ func TestServerKeepsItsSandbox(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	hash := pg.eval(`document.getElementById("block-host").getAttribute("data-hash")`)
+	hash := pg.Eval(`document.getElementById("block-host").getAttribute("data-hash")`)
 	code, body := api("POST", "/runs", `{"runbook":"keep","block":"host","hash":"`+hash+`"}`)
 	if code != 503 || !strings.Contains(body, "accept it on the page") {
 		t.Errorf("ssh block before accepting: %d %s", code, body)
@@ -99,8 +99,8 @@ func TestServerKeepsItsSandbox(t *testing.T) {
 		t.Errorf("a bad accept body: %d %s", code, body)
 	}
 
-	pg.run("use the new sandbox", chromedp.Click(chromedp.CSS(`#cairn-sandbox-offer .sandbox-accept`)))
-	pg.poll("the offer is gone and the hosts are back", `!document.getElementById("cairn-sandbox-offer") && (((document.getElementById("cairn-exec-status") || {}).textContent || "").indexOf("SSH cp0") >= 0)`, 20*time.Second)
+	pg.Run("use the new sandbox", chromedp.Click(chromedp.CSS(`#cairn-sandbox-offer .sandbox-accept`)))
+	pg.Poll("the offer is gone and the hosts are back", `!document.getElementById("cairn-sandbox-offer") && (((document.getElementById("cairn-exec-status") || {}).textContent || "").indexOf("SSH cp0") >= 0)`, 20*time.Second)
 	if code, body := api("POST", "/runs", `{"runbook":"keep","block":"host","hash":"`+hash+`"}`); code != 202 {
 		t.Errorf("ssh block after accepting: %d %s", code, body)
 	}

@@ -66,10 +66,10 @@ func TestSandboxFillsParameters(t *testing.T) {
 	dir := contentDir(t, map[string]string{"values.md": valuesRunbook})
 
 	base, token, stderr := startServe(t, "--content", dir, "--sandbox", "auto", "--journal", filepath.Join(t.TempDir(), "j.db"))
-	pg := newTestPage(t, bctx, 90*time.Second, stderr, `(document.querySelector("form.params")||{}).outerHTML + " | " + (document.getElementById("cairn-exec-status")||{}).textContent`)
-	poll := func(what, js string) { t.Helper(); pg.poll(what, js, 20*time.Second) }
-	eval := pg.eval
-	pg.run("open the page", chromedp.Navigate(base+"values/#cairn-token="+token))
+	pg := testrig.NewPage(t, bctx, 90*time.Second, stderr, `(document.querySelector("form.params")||{}).outerHTML + " | " + (document.getElementById("cairn-exec-status")||{}).textContent`)
+	poll := func(what, js string) { t.Helper(); pg.Poll(what, js, 20*time.Second) }
+	eval := pg.Eval
+	pg.Run("open the page", chromedp.Navigate(base+"values/#cairn-token="+token))
 	poll("the page offers the sandbox's values", `(function(){ var b = document.querySelector("form.params .params-sandbox"); return b && !b.hidden && !b.disabled; })()`)
 	if got := eval(`document.querySelector("form.params .params-sandbox").textContent`); !strings.Contains(got, "(3)") {
 		t.Errorf("button %q: want 3 values offered (no node images without nodes)", got)
@@ -83,9 +83,9 @@ func TestSandboxFillsParameters(t *testing.T) {
 	if strings.Contains(title, "IMAGES") {
 		t.Errorf("a sandbox without nodes offered node images: %q", title)
 	}
-	pg.run("click", chromedp.Click(chromedp.CSS(`form.params .params-sandbox`)))
+	pg.Run("click", chromedp.Click(chromedp.CSS(`form.params .params-sandbox`)))
 	poll("the values are in the form", `document.querySelector("input[name=LB]").value === "`+st.LB.Name+`" && document.querySelector("input[name=LB_PORT]").value === "`+strconv.Itoa(st.LB.Port)+`" && document.querySelector("form.params .params-sandbox").disabled`)
-	pg.run("run", chromedp.Click(chromedp.CSS(`#block-echo .cb-run`)))
+	pg.Run("run", chromedp.Click(chromedp.CSS(`#block-echo .cb-run`)))
 	poll("the block ran with them", `!!document.querySelector("#block-echo.cb-verified")`)
 	if out := eval(`document.querySelector("#block-echo .cb-result pre").textContent`); !strings.Contains(out, want) {
 		t.Errorf("the block printed %q, want %q", out, want)

@@ -322,45 +322,19 @@ func fanOutInBrowser(t *testing.T, kubeconfig, dir string, noCairnPods func(*tes
 			t.Fatalf("no pairing URL; serve said:\n%s", serveOut)
 		}
 	}
-	bctx := testrig.Browser(t)
-	state := `(document.getElementById("cairn-exec-status")||{}).textContent + " | " + Array.from(document.querySelectorAll(".cb-result:not([hidden])")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 400)).join(" || ")`
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		actx, c := context.WithTimeout(bctx, 2*time.Minute)
-		defer c()
-		if _, err := chromedp.Run(actx, chromedp.Steps(actions...)); err != nil {
-			st, _ := chromedp.Run(bctx, chromedp.Evaluate[string](state))
-			t.Fatalf("%s: %v\npage: %s\nserve said:\n%s", what, err, st, serveOut)
-		}
-	}
-	waitJS := func(js string, d time.Duration) {
-		t.Helper()
-		actx, c := context.WithTimeout(bctx, d+5*time.Second)
-		defer c()
-		if _, err := chromedp.Run(actx, chromedp.Poll[bool]("!!("+js+")", chromedp.WithPollingTimeout(d))); err != nil {
-			st, _ := chromedp.Run(bctx, chromedp.Evaluate[string](state))
-			t.Fatalf("waiting until %s: %v\npage: %s\nserve said:\n%s", js, err, st, serveOut)
-		}
-	}
-	text := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	run("open the page", chromedp.Navigate(base+"fanout/#cairn-token="+token))
-	waitJS(`document.querySelector("#cairn-exec-status.exec-on")`, 30*time.Second)
+	pg := testrig.NewPage(t, testrig.Browser(t), 5*time.Minute, serveOut,
+		`(document.getElementById("cairn-exec-status")||{}).textContent + " | " + Array.from(document.querySelectorAll(".cb-result:not([hidden])")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 400)).join(" || ")`)
+	pg.Run("open the page", chromedp.Navigate(base+"fanout/#cairn-token="+token))
+	pg.Poll("the executor is on", `document.querySelector("#cairn-exec-status.exec-on")`, 30*time.Second)
 	verified := func(block string) string {
 		t.Helper()
-		run("run "+block, chromedp.Click(chromedp.CSS(`#block-`+block+` .cb-run`)))
-		waitJS(`document.querySelector("#block-`+block+`.cb-verified")`, 90*time.Second)
-		return text(`document.querySelector("#block-` + block + ` .cb-result").textContent`)
+		pg.Run("run "+block, chromedp.Click(chromedp.CSS(`#block-`+block+` .cb-run`)))
+		pg.Poll(block+" verified", `document.querySelector("#block-`+block+`.cb-verified")`, 90*time.Second)
+		return pg.Eval(`document.querySelector("#block-` + block + ` .cb-result").textContent`)
 	}
 	verified("shell-ds")
 	verified("shell-ds-ready")
-	if got := text(`document.querySelector("#block-hello-pods .cb-hosts").textContent`); !strings.Contains(got, "ds/cairn-shell") {
+	if got := pg.Eval(`document.querySelector("#block-hello-pods .cb-hosts").textContent`); !strings.Contains(got, "ds/cairn-shell") {
 		t.Errorf("the pod block's header does not say which pods: %q", got)
 	}
 	out := verified("hello-pods")
@@ -380,10 +354,10 @@ func fanOutInBrowser(t *testing.T, kubeconfig, dir string, noCairnPods func(*tes
 		{"hello-pods", "hello from w0"},
 		{"manifests", "kube-apiserver.yaml"},
 	} {
-		run("copy "+tc.block, chromedp.Click(chromedp.CSS(`#block-`+tc.block+` .cb-copy`)))
-		waitJS(`window.Cairn.lastCopied && window.Cairn.lastCopied.indexOf("kubectl") > 0`, 10*time.Second)
-		copied := text(`window.Cairn.lastCopied`)
-		text(`(window.Cairn.lastCopied = "", "")`)
+		pg.Run("copy "+tc.block, chromedp.Click(chromedp.CSS(`#block-`+tc.block+` .cb-copy`)))
+		pg.Poll("the copy of "+tc.block, `window.Cairn.lastCopied && window.Cairn.lastCopied.indexOf("kubectl") > 0`, 10*time.Second)
+		copied := pg.Eval(`window.Cairn.lastCopied`)
+		pg.Eval(`(window.Cairn.lastCopied = "", "")`)
 		c := exec.CommandContext(bundledtest.Ctx(t, 3*time.Minute), "bash", "-c", copied)
 		c.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+sandbox.BinDir()+":"+os.Getenv("PATH"), "CAIRN_NODE_IMAGE="+sandbox.ImageNodeShell)
 		got, err := c.CombinedOutput()
