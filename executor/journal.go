@@ -56,7 +56,34 @@ type Record struct {
 	// WriteBack is what became of writing the output back to the Markdown
 	// ("" when not asked for; "written"; or the error).
 	WriteBack string `json:"write_back,omitempty"`
+	// Site is set when the run was made by an exported script (at an
+	// air-gapped site, say) and came back with `cairn journal import`.
+	Site *SiteRun `json:"site,omitempty"`
 }
+
+// SiteRun is where a record made by an exported script came from. The
+// script writes the first six fields; the import sets the rest (a results
+// file cannot claim its own signature was checked).
+type SiteRun struct {
+	Run     string `json:"run"`              // the script run's id
+	By      string `json:"by"`               // user@machine that ran it
+	Script  string `json:"script"`           // sha256 of the script
+	Bundle  string `json:"bundle,omitempty"` // sha256 of the bundle's MANIFEST, when run from one
+	Source  string `json:"source"`           // sha256 of the runbook it was exported from
+	Version string `json:"version"`          // the Cairn that exported it
+
+	Imported  time.Time `json:"imported,omitzero"`
+	File      string    `json:"file,omitempty"`      // the results file's name
+	Signature string    `json:"signature,omitempty"` // SignatureChecked, SignatureUnchecked or SignatureNone
+	Signer    string    `json:"signer,omitempty"`    // the principal whose key signed it, when checked
+}
+
+// SiteRun.Signature values.
+const (
+	SignatureChecked   = "checked"   // signed, and the signature checked against the allowed signers
+	SignatureUnchecked = "unchecked" // signed, but no allowed signers were given to check it
+	SignatureNone      = "none"      // not signed
+)
 
 // HostRecord is one host's part of a run.
 type HostRecord struct {
@@ -186,6 +213,43 @@ func readHead(path string) ([]byte, error) {
 // Append writes r durably, in one transaction with its index entries and
 // the compaction it makes due.
 func (j *Journal) Append(r Record) error {
+	if j.isClosed() {
+		return errors.New("journal is closed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return j.tx(ctx, func(tx *sql.Tx) error { return appendTx(ctx, tx, r) })
+}
+
+// AppendAll writes the records that are not in the journal yet (by ID), all
+// in one transaction: either every one of them is there afterwards or none.
+// It returns how many were new.
+func (j *Journal) AppendAll(ctx context.Context, recs []Record) (int, error) {
+	if j.isClosed() {
+		return 0, errors.New("journal is closed")
+	}
+	n := 0
+	err := j.tx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		for _, r := range recs {
+			var exists int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE id = ?`, r.ID).Scan(&exists); err != nil {
+				return err
+			}
+			if exists > 0 {
+				continue
+			}
+			if err := appendTx(ctx, tx, r); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+func appendTx(ctx context.Context, tx *sql.Tx, r Record) error {
 	full, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
@@ -194,42 +258,35 @@ func (j *Journal) Append(r Record) error {
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	if j.isClosed() {
-		return errors.New("journal is closed")
+	res, err := tx.ExecContext(ctx, `INSERT INTO runs (id, runbook, block, hash, status, meta, full) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.Runbook, r.Block, r.Hash, string(r.Status), meta, full)
+	if err != nil {
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return j.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO runs (id, runbook, block, hash, status, meta, full) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Runbook, r.Block, r.Hash, string(r.Status), meta, full)
-		if err != nil {
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	tables := []string{"last"}
+	if r.Status == StatusVerified {
+		tables = append(tables, "latest")
+	}
+	for _, table := range tables {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (runbook, block, hash, seq) VALUES (?, ?, ?, ?)
+			ON CONFLICT (runbook, block, hash) DO UPDATE SET seq = excluded.seq`, r.Runbook, r.Block, r.Hash, seq); err != nil {
 			return err
 		}
-		seq, err := res.LastInsertId()
-		if err != nil {
+	}
+	for k, v := range r.Captures {
+		if v == Mask {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO captures (runbook, name, value, seq) VALUES (?, ?, ?, ?)
+			ON CONFLICT (runbook, name) DO UPDATE SET value = excluded.value, seq = excluded.seq`, r.Runbook, k, v, seq); err != nil {
 			return err
 		}
-		tables := []string{"last"}
-		if r.Status == StatusVerified {
-			tables = append(tables, "latest")
-		}
-		for _, table := range tables {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (runbook, block, hash, seq) VALUES (?, ?, ?, ?)
-				ON CONFLICT (runbook, block, hash) DO UPDATE SET seq = excluded.seq`, r.Runbook, r.Block, r.Hash, seq); err != nil {
-				return err
-			}
-		}
-		for k, v := range r.Captures {
-			if v == Mask {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO captures (runbook, name, value, seq) VALUES (?, ?, ?, ?)
-				ON CONFLICT (runbook, name) DO UPDATE SET value = excluded.value, seq = excluded.seq`, r.Runbook, k, v, seq); err != nil {
-				return err
-			}
-		}
-		return compact(ctx, tx, seq)
-	})
+	}
+	return compact(ctx, tx, seq)
 }
 
 // compact drops the output of runs that fell out of the newest

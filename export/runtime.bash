@@ -15,6 +15,16 @@ cairn_list=0
 cairn_only_step=''
 cairn_from_step=''
 cairn_log=''
+cairn_results='' # --results FILE: the run's verdicts as JSON lines (default: LOG's name, .results.jsonl)
+cairn_sign=''    # --sign KEY: sign the results with ssh-keygen -Y sign when the script ends
+cairn_run_id=''
+cairn_hash=''    # the block's hash as exported (the journal's and the page's block hash)
+cairn_t0=''      # the block's start: seconds.nanoseconds and RFC 3339
+cairn_attempts=0
+cairn_busy=0     # a block has begun and has no result yet
+cairn_by=''      # user@machine that runs the script
+cairn_bundle=''  # sha256 of the bundle's MANIFEST when the script runs from a bundle
+cairn_self=''    # sha256 of this script
 cairn_failed=0    # a block failed: only always=true blocks run from then on
 cairn_stop_msg='' # the first failure's resume hint
 cairn_context=''
@@ -73,7 +83,19 @@ cairn_usage_error() {
 	exit 2
 }
 
+# cairn_stopped STATUS: Ctrl+C or TERM; the block under way is recorded as
+# cancelled.
+cairn_stopped() {
+	trap - INT TERM
+	if ((cairn_busy)); then
+		cairn_busy=0
+		cairn_result cancelled cancelled
+	fi
+	exit "$1"
+}
+
 cairn_cleanup() {
+	cairn_sign_results
 	if [[ -n $cairn_tmp && -d $cairn_tmp ]]; then
 		rm -rf -- "$cairn_tmp"
 	fi
@@ -824,6 +846,167 @@ cairn_log_line() {
 		cairn_warn "cannot write the log $cairn_log"
 }
 
+# --- results: what the run verified, for `cairn journal import` -----------------
+#
+# One JSON object per block that ran or was skipped, in the journal's export
+# format (a Record), with "site" saying which run, script and bundle it came
+# from. Output is masked and bounded like the journal's (the tail is kept).
+
+cairn_results_max=1048576
+
+# cairn_awk_jstr: standard input as one JSON string literal.
+cairn_awk_jstr='
+BEGIN { for (i = 1; i < 128; i++) ord[sprintf("%c", i)] = i; printf "\"" }
+{
+	s = $0
+	gsub(/\\/, "\\\\\\\\", s)
+	gsub(/"/, "\\\"", s)
+	gsub(/\t/, "\\t", s)
+	gsub(/\r/, "\\r", s)
+	if (s ~ /[\001-\037\177]/) {
+		out = ""
+		for (i = 1; i <= length(s); i++) {
+			c = substr(s, i, 1)
+			if (c ~ /[\001-\037\177]/) out = out sprintf("\\u%04x", ord[c]); else out = out c
+		}
+		s = out
+	}
+	printf "%s\\n", s
+}
+END { printf "\"" }'
+
+cairn_jstr() { # TEXT: as a JSON string (short texts: names, reasons)
+	local v=$1
+	v=${v//\\/\\\\}
+	v=${v//\"/\\\"}
+	v=${v//$'\n'/\\n}
+	v=${v//$'\t'/\\t}
+	v=${v//$'\r'/\\r}
+	v=${v//[$'\001'-$'\037'$'\177']/ }
+	printf '"%s"' "$v"
+}
+
+# cairn_jout FILE: FILE's tail, masked, as a JSON string.
+cairn_jout() {
+	[[ -s $1 ]] || {
+		printf '""'
+		return 0
+	}
+	tail -c "$cairn_results_max" -- "$1" | tr -d '\000' | cairn_mask | LC_ALL=C awk "$cairn_awk_jstr"
+}
+
+cairn_ns() { # SECONDS.NANOSECONDS -> nanoseconds
+	local t=$1
+	printf '%s' $((${t%.*} * 1000000000 + 10#${t#*.}))
+}
+
+cairn_results_init() {
+	((cairn_dry || cairn_list)) && return 0
+	cairn_results=${cairn_results:-${cairn_log%.log}.results.jsonl}
+	local u h dir
+	u=$(id -un 2>/dev/null || printf '%s' "${USER:-?}")
+	h=$(hostname 2>/dev/null || uname -n)
+	cairn_by="$u@$h"
+	cairn_run_id=$(date -u +%Y%m%dT%H%M%SZ)-$$-$RANDOM
+	cairn_self=$(sha256sum <"${BASH_SOURCE[0]}" 2>/dev/null) && cairn_self=${cairn_self%% *}
+	dir=$(dirname "${BASH_SOURCE[0]}")
+	if [[ -f $dir/../MANIFEST ]] && cairn_bundle=$(sha256sum <"$dir/../MANIFEST" 2>/dev/null); then
+		cairn_bundle=${cairn_bundle%% *}
+	fi
+	if [[ -n $cairn_sign ]]; then
+		command -v ssh-keygen >/dev/null 2>&1 || cairn_die "--sign needs ssh-keygen (OpenSSH 8.1 or later)"
+		[[ -r $cairn_sign ]] || cairn_die "--sign $cairn_sign: no such key file (give a private key, or a public key whose private key ssh-agent holds)"
+	fi
+	(umask 077 && : >>"$cairn_results") || cairn_die "cannot write the results file $cairn_results (give --results FILE)"
+}
+
+# cairn_result STATUS [REASON]: appends the block's record (reasons from
+# cairn_reasons unless REASON is given; hosts from cairn_hosts).
+cairn_result() {
+	((cairn_dry || cairn_list)) && return 0
+	[[ -n $cairn_results && -n $cairn_hash ]] || return 0
+	local status=$1 now d dur i n=${#cairn_hosts[@]} where='' sep='' p
+	local -a reasons=("${cairn_reasons[@]}")
+	(($# > 1)) && reasons=("$2")
+	now=$(date +%s.%N)
+	d=$(($(cairn_ns "$now") - $(cairn_ns "${cairn_t0%% *}")))
+	dur=$(printf '%d.%03d' $((d / 1000000000)) $((d % 1000000000 / 1000000)))
+	case $cairn_target in
+	kube) where=$cairn_kube_ctx ;;
+	local) ;;
+	*) ((n)) && where=${cairn_hosts[*]} ;;
+	esac
+	{
+		printf '{"id":%s,"runbook":%s,"path":%s,"block":%s' "$(cairn_jstr "site-$cairn_run_id-$cairn_n")" "$(cairn_jstr "$cairn_runbook")" "$(cairn_jstr "$cairn_source")" "$(cairn_jstr "$cairn_id")"
+		[[ -n $cairn_step ]] && printf ',"step":%s' "$(cairn_jstr "$cairn_step")"
+		printf ',"hash":%s,"target":%s' "$(cairn_jstr "$cairn_hash")" "$(cairn_jstr "$cairn_target")"
+		[[ -n $where ]] && printf ',"where":%s' "$(cairn_jstr "$(cairn_mask_str "$where")")"
+		printf ',"status":%s,"reasons":[' "$(cairn_jstr "$status")"
+		for p in "${reasons[@]}"; do
+			printf '%s%s' "$sep" "$(cairn_jstr "$(cairn_mask_str "$p")")"
+			sep=,
+		done
+		printf '],"hosts":['
+		sep=''
+		for i in "${!cairn_hosts[@]}"; do
+			printf '%s{"host":%s,"exit":%d' "$sep" "$(cairn_jstr "${cairn_hosts[i]}")" "${cairn_exit[i]:--1}"
+			[[ -n ${cairn_err[i]:-} ]] && printf ',"error":%s' "$(cairn_jstr "$(cairn_mask_str "${cairn_err[i]}")")"
+			# Per-host times are not measured here; the block's is.
+			printf ',"duration":0'
+			((n > 1)) && printf ',"output":%s' "$(cairn_jout "$(cairn_out "$i")")"
+			printf '}'
+			sep=,
+		done
+		printf '],"start":%s,"duration":%s,"params":{' "$(cairn_jstr "${cairn_t0#* }")" "$dur"
+		sep=''
+		for p in "${cairn_param_names[@]}"; do
+			[[ -v cairn_val[$p] ]] || continue
+			if [[ ${cairn_psecret[$p]:-0} == 1 ]]; then
+				printf '%s%s:%s' "$sep" "$(cairn_jstr "$p")" "$(cairn_jstr "$cairn_mask_text")"
+			else
+				printf '%s%s:%s' "$sep" "$(cairn_jstr "$p")" "$(cairn_jstr "$(cairn_mask_str "${cairn_val[$p]}")")"
+			fi
+			sep=,
+		done
+		printf '},"output":'
+		if ((n == 1)); then
+			cairn_jout "$(cairn_out 0)"
+		elif ((n > 1)); then
+			printf '"'
+			for i in "${!cairn_hosts[@]}"; do
+				{
+					printf '── %s ──\n' "${cairn_hosts[i]}"
+					[[ -s $(cairn_out "$i") ]] && tail -c "$cairn_results_max" -- "$(cairn_out "$i")" | tr -d '\000' | cairn_mask
+				} | LC_ALL=C awk "$cairn_awk_jstr" | sed 's/^"//; s/"$//'
+			done
+			printf '"'
+		else
+			printf '""'
+		fi
+		((cairn_attempts)) && printf ',"attempts":%d' "$cairn_attempts"
+		printf ',"site":{"run":%s,"by":%s,"script":%s,"bundle":%s,"source":%s,"version":%s}}\n' \
+			"$(cairn_jstr "$cairn_run_id")" "$(cairn_jstr "$cairn_by")" "$(cairn_jstr "$cairn_self")" "$(cairn_jstr "$cairn_bundle")" \
+			"$(cairn_jstr "$cairn_source_hash")" "$(cairn_jstr "$cairn_version")"
+	} >"$cairn_tmp/result.json"
+	cairn_busy=0
+	# One write of the whole line: a record is either all there or not at all.
+	(umask 077 && cat -- "$cairn_tmp/result.json" >>"$cairn_results") || cairn_warn "cannot write the results file $cairn_results"
+}
+
+# cairn_sign_results: at the end, the results signed with ssh-keygen -Y sign
+# (namespace cairn-results) into RESULTS.sig, written aside and renamed.
+cairn_sign_results() {
+	[[ -n $cairn_sign && -n $cairn_results && -s $cairn_results ]] || return 0
+	((cairn_dry || cairn_list)) && return 0
+	if ssh-keygen -q -Y sign -f "$cairn_sign" -n cairn-results <"$cairn_results" >"$cairn_results.sig.part"; then
+		mv -f -- "$cairn_results.sig.part" "$cairn_results.sig"
+		printf 'results: %s (signed: %s.sig)\n' "$cairn_results" "$cairn_results" >&2
+	else
+		rm -f -- "$cairn_results.sig.part"
+		cairn_warn "could not sign $cairn_results with $cairn_sign; the results are there, unsigned"
+	fi
+}
+
 # --- kube ----------------------------------------------------------------------
 
 cairn_kctl() {
@@ -1505,6 +1688,7 @@ cairn_resume_hint() {
 cairn_fail_now() { # BLOCK MESSAGE
 	cairn_say "  ✗ $(cairn_mask_str "$2")"
 	cairn_log_line "$cairn_step" "$1" - error "$2"
+	((cairn_busy)) && cairn_result error "$2"
 	printf 'stopped at %s (block "%s", step "%s"); after fixing, resume with:\n  %s\n' "$cairn_source" "$1" "$cairn_step" "$(cairn_resume_hint "$cairn_step")" >&2
 	exit 1
 }
@@ -1532,12 +1716,20 @@ cairn_confirm() {
 	[[ $ans == y || $ans == yes ]] || cairn_fail_now "$1" "block \"$1\" not confirmed; stopped"
 }
 
-# cairn_begin BLOCK TARGET BADGE: announces a block; false when its
+# cairn_begin BLOCK TARGET BADGE HASH: announces a block; false when its
 # condition is false (it is then skipped).
 cairn_begin() {
 	cairn_n=$((cairn_n + 1))
 	cairn_id=$1
 	cairn_target=$2
+	cairn_hash=${4:-}
+	cairn_t0=$(date -u '+%s.%N %Y-%m-%dT%H:%M:%S.%NZ')
+	cairn_attempts=0
+	cairn_busy=1
+	cairn_hosts=()
+	cairn_exit=()
+	cairn_err=()
+	cairn_reasons=()
 	printf '[%d/%d] %s  %s\n' "$cairn_n" "$cairn_total" "$1" "$3"
 }
 
@@ -1545,6 +1737,7 @@ cairn_skip() { # BLOCK COND
 	cairn_say "  skipped: $2 is false"
 	cairn_skipped=$((cairn_skipped + 1))
 	cairn_log_line "$cairn_step" "$1" - skipped "$2"
+	cairn_result skipped "$2 is false"
 }
 
 cairn_manual() { # BLOCK TEXT
@@ -1562,6 +1755,7 @@ cairn_manual() { # BLOCK TEXT
 		fi
 	fi
 	cairn_log_line "$cairn_step" "$1" - 'done' ''
+	cairn_busy=0
 }
 
 # cairn_exec ATTEMPTS INTERVAL RUN VERIFY CAPTURE: runs the block (RUN),
@@ -1575,6 +1769,7 @@ cairn_exec() {
 		cairn_exit=()
 		cairn_err=()
 		cairn_reasons=()
+		cairn_attempts=$attempt
 		"$run"
 		for i in "${!cairn_hosts[@]}"; do
 			if [[ -n ${cairn_err[i]:-} ]]; then
@@ -1617,9 +1812,18 @@ cairn_exec() {
 		cairn_verified=$((cairn_verified + 1))
 		cairn_say "  ✓ verified in $((SECONDS - started))s"
 		cairn_log_line "$cairn_step" "$cairn_id" "$exits" verified "attempts=$attempt"
+		cairn_result verified
 		return 0
 	fi
+	# A host that could not run at all (not a timeout, not one skipped after
+	# another failed) makes it an error, as in the journal.
 	status=failed
+	for i in "${!cairn_hosts[@]}"; do
+		case ${cairn_err[i]:-} in
+		'' | 'timed out after'* | 'skipped: '*) ;;
+		*) status=error ;;
+		esac
+	done
 	local reasons
 	reasons=$(
 		IFS=';'
@@ -1628,6 +1832,7 @@ cairn_exec() {
 	reasons=${reasons//;/; }
 	cairn_say "  ✗ $status: $(cairn_mask_str "$reasons")"
 	cairn_log_line "$cairn_step" "$cairn_id" "$exits" "$status" "$reasons"
+	cairn_result "$status"
 	{
 		printf 'block "%s" (step "%s", %s:%s) failed:\n' "$cairn_id" "$cairn_step" "$cairn_source" "$cairn_line"
 		printf '  expected: %s\n' "$cairn_expects"
@@ -1688,12 +1893,12 @@ cairn_main() {
 		--list) cairn_list=1 ;;
 		--dry-run) cairn_dry=1 ;;
 		-y | --yes) cairn_yes=1 ;;
-		--param | --capture | --step | --from | --log | --context | --kubeconfig | --ssh-config)
+		--param | --capture | --step | --from | --log | --results | --sign | --context | --kubeconfig | --ssh-config)
 			(($# >= 2)) || cairn_usage_error "$1 needs a value"
 			cairn_flag "$1" "$2"
 			shift
 			;;
-		--param=* | --capture=* | --step=* | --from=* | --log=* | --context=* | --kubeconfig=* | --ssh-config=*)
+		--param=* | --capture=* | --step=* | --from=* | --log=* | --results=* | --sign=* | --context=* | --kubeconfig=* | --ssh-config=*)
 			cairn_flag "${1%%=*}" "${1#*=}"
 			;;
 		*) cairn_usage_error "unknown argument \"$1\"" ;;
@@ -1726,9 +1931,10 @@ cairn_main() {
 	fi
 	cairn_tmp=$(mktemp -d "${TMPDIR:-/tmp}/cairn-run.XXXXXX") || cairn_die "cannot make a temporary directory"
 	trap cairn_cleanup EXIT
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
+	trap 'cairn_stopped 130' INT
+	trap 'cairn_stopped 143' TERM
 	((cairn_dry)) && cairn_say "dry run: nothing is run; parameters are filled in, secrets masked"
+	cairn_results_init
 	cairn_requires
 	cairn_log_line - - - start "$cairn_runbook $cairn_source_hash"
 	cairn_plan
@@ -1756,6 +1962,8 @@ cairn_flag() {
 	--step) cairn_only_step=$2 ;;
 	--from) cairn_from_step=$2 ;;
 	--log) cairn_log=$2 ;;
+	--results) cairn_results=$2 ;;
+	--sign) cairn_sign=$2 ;;
 	--context) cairn_context=$2 ;;
 	--kubeconfig) cairn_kubeconfig=$2 ;;
 	--ssh-config) cairn_ssh_config=$2 ;;

@@ -321,6 +321,10 @@ func (g *gen) usage() {
   --dry-run            print what would run, parameters filled in, secrets masked
   --yes, -y            answer yes to confirmations and pass manual steps
   --log FILE           append the run's log here (default: next to this script)
+  --results FILE       append each block's verdict and output as JSON lines here,
+                       for cairn journal import (default: LOG's name, .results.jsonl)
+  --sign KEY           when the script ends, sign the results with this SSH key
+                       (ssh-keygen -Y sign) into RESULTS.sig
   --context NAME       kube context (default $CAIRN_KUBE_CONTEXT, else current-context)
   --kubeconfig FILE    kubeconfig for kubectl (default $CAIRN_KUBECONFIG, else kubectl's)
   --ssh-config FILE    ssh -F FILE for ssh and scp (default $CAIRN_SSH_CONFIG)
@@ -506,7 +510,7 @@ func (g *gen) block(b *runbook.Block) {
 	if !b.Always {
 		g.p("\tif ((cairn_failed)); then\n\t\treturn 0\n\tfi\n")
 	}
-	g.p("\tcairn_begin %s %s %s\n", q(b.ID), q(string(b.Target)), q(g.badge(b)))
+	g.p("\tcairn_begin %s %s %s %s\n", q(b.ID), q(string(b.Target)), q(g.badge(b)), q(b.Hash))
 	if b.When != nil {
 		g.p("\tif ! %s; then\n\t\tcairn_skip %s %s\n\t\treturn 0\n\tfi\n", b.When.Shell(), q(b.ID), q(oneLine(b.When.Src)))
 	}

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/results"
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 const journalExamples = `  # Every run as JSON lines, oldest first, for an auditor
@@ -14,6 +18,13 @@ const journalExamples = `  # Every run as JSON lines, oldest first, for an audit
 
   # Another content folder's journal
   cairn journal export --journal runbooks/.cairn/journal.db
+
+  # Results an exported script brought back from an air-gapped site,
+  # signed there with --sign KEY and checked here against allowed signers
+  cairn journal import kubeadm-ha.results.jsonl --allowed-signers ops-signers
+
+  # ... and only if they came from this bundle's scripts
+  cairn journal import kubeadm-ha.results.jsonl --allowed-signers ops-signers --bundle cairn-bundle.tar.gz
 
   # Read an older Cairn's JSON-lines journal (or an export) into the journal
   cairn journal import old-journal.jsonl
@@ -24,7 +35,11 @@ const journalExamples = `  # Every run as JSON lines, oldest first, for an audit
 // runJournal reads and maintains the run journal.
 func runJournal(ctx context.Context, m *Main, args []string) error {
 	flags := newFlagSet(m, "journal", "journal export|import FILE|check [--journal PATH]", journalExamples)
-	path := flags.String("journal", filepath.Join("content", ".cairn", "journal.db"), "the journal database")
+	content := flags.String("content", "content", "content folder: results are checked against its runbooks (and the journal is its .cairn/journal.db unless --journal)")
+	path := flags.String("journal", "", "the journal database (default CONTENT/.cairn/journal.db)")
+	allowed := flags.String("allowed-signers", "", "import: check the results' signature (FILE.sig) against this OpenSSH allowed signers file; a file without one is refused")
+	sigFile := flags.String("signature", "", "import: the signature of the results file (default FILE.sig, when it exists)")
+	bundle := flags.String("bundle", "", "import: refuse results that do not come from this bundle's scripts (the .tar.gz, or the folder it was unpacked to)")
 	rest, err := parseInterleaved(flags, args)
 	if err != nil {
 		return done(err)
@@ -32,8 +47,53 @@ func runJournal(ctx context.Context, m *Main, args []string) error {
 	if len(rest) == 0 {
 		return &usageError{cmd: "journal", msg: "say export, import FILE or check"}
 	}
-	if _, err := os.Stat(*path); err != nil {
+	if *path == "" {
+		*path = filepath.Join(*content, ".cairn", "journal.db")
+	}
+	importing := rest[0] == "import" && len(rest) == 2
+	if !importing && (*allowed != "" || *sigFile != "" || *bundle != "") {
+		return &usageError{cmd: "journal", msg: "--allowed-signers, --signature and --bundle are for import"}
+	}
+	if _, err := os.Stat(*path); err != nil && !importing {
 		return fmt.Errorf("journal %s: %w (give --journal PATH)", *path, err)
+	}
+	if importing {
+		// Read and check everything before the journal is opened: a file
+		// that is refused leaves no trace.
+		data, err := os.ReadFile(rest[1])
+		if err != nil {
+			return err
+		}
+		if results.IsResults(data) {
+			f, err := checkResults(ctx, m, rest[1], data, *content, *allowed, *sigFile, *bundle)
+			if err != nil {
+				return err
+			}
+			j, err := executor.OpenJournal(*path)
+			if err != nil {
+				return err
+			}
+			defer j.Close()
+			n, err := j.AppendAll(ctx, f.Records)
+			if err != nil {
+				return fmt.Errorf("%s: nothing imported: %w", rest[1], err)
+			}
+			sig := "unsigned"
+			if len(f.Records) > 0 {
+				switch s := f.Records[0].Site; s.Signature {
+				case executor.SignatureChecked:
+					sig = "signature checked: " + s.Signer
+				case executor.SignatureUnchecked:
+					sig = "signed, signature NOT checked (give --allowed-signers)"
+				}
+			}
+			fmt.Fprintf(m.Stderr, "imported %d of %s from %s (%s; %s not journaled; %d already there) into %s\n",
+				n, count(len(f.Records), "result"), rest[1], sig, count(f.Skipped, "skipped block"), len(f.Records)-n, *path)
+			return nil
+		}
+		if *allowed != "" || *sigFile != "" || *bundle != "" {
+			return fmt.Errorf("%s: not a results file of an exported script (no \"site\" in its first record); --allowed-signers, --signature and --bundle apply only to those", rest[1])
+		}
 	}
 	j, err := executor.OpenJournal(*path)
 	if err != nil {
@@ -47,7 +107,7 @@ func runJournal(ctx context.Context, m *Main, args []string) error {
 			fmt.Fprintf(m.Stderr, "exported %d runs\n", n)
 		}
 		return err
-	case rest[0] == "import" && len(rest) == 2:
+	case importing:
 		f, err := os.Open(rest[1])
 		if err != nil {
 			return err
@@ -68,3 +128,51 @@ func runJournal(ctx context.Context, m *Main, args []string) error {
 	}
 	return &usageError{cmd: "journal", msg: fmt.Sprintf("unknown use %q: say export, import FILE or check", rest)}
 }
+
+// checkResults reads an exported script's results file and checks its
+// signature, its blocks against content and, given one, its bundle.
+func checkResults(ctx context.Context, m *Main, name string, data []byte, content, allowed, sigFile, bundle string) (*results.File, error) {
+	f, err := results.Read(name, data)
+	if err != nil {
+		return nil, err
+	}
+	var sig []byte
+	if sigFile == "" {
+		if s, err := os.ReadFile(name + ".sig"); err == nil {
+			sig = s
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	} else if sig, err = os.ReadFile(sigFile); err != nil {
+		return nil, fmt.Errorf("--signature: %w", err)
+	}
+	s, err := results.Verify(ctx, name, data, sig, allowed)
+	if err != nil {
+		return nil, err
+	}
+	if s.State == executor.SignatureUnchecked {
+		fmt.Fprintf(m.Stderr, "warning: %s is signed, but without --allowed-signers the signature is not checked; the page will say so\n", name)
+	}
+	set, err := runbook.LoadDir(content)
+	if err != nil {
+		var d runbook.Diagnostics
+		if !errors.As(err, &d) || set == nil {
+			return nil, fmt.Errorf("--content %s: %w", content, err)
+		}
+	}
+	if err := results.CheckContent(f, set); err != nil {
+		return nil, err
+	}
+	if bundle != "" {
+		b, err := results.ReadBundle(bundle)
+		if err != nil {
+			return nil, err
+		}
+		if err := results.CheckBundle(f, b); err != nil {
+			return nil, err
+		}
+	}
+	results.Stamp(f, s, time.Now())
+	return f, nil
+}
+

@@ -89,6 +89,25 @@
     return parts;
   }
 
+  // siteProvenance: a run an exported script made (at an air-gapped site)
+  // and `cairn journal import` brought back: who ran it and whether its
+  // signature checked, with the run, script and bundle in the tooltip.
+  function siteProvenance(site) {
+    var box = el("span", "prov-site");
+    box.appendChild(el("span", "site-run", T("site_run", "run at the site (exported script)")));
+    if (site.by) box.appendChild(el("span", "site-by", T("site_by", "by ") + site.by));
+    var sig = site.signature || "none";
+    var s = el("span", "site-sig site-sig-" + sig,
+      sig === "checked" ? T("sig_checked", "signature checked: ") + (site.signer || "") :
+      sig === "unchecked" ? T("sig_unchecked", "signed, not checked") : T("sig_none", "unsigned"));
+    box.appendChild(s);
+    var tip = ["run " + (site.run || "?"), "script sha256 " + (site.script || "?")];
+    if (site.bundle) tip.push("bundle MANIFEST sha256 " + site.bundle);
+    if (site.file) tip.push("imported from " + site.file + (site.imported ? " at " + site.imported : ""));
+    box.title = tip.join("\n");
+    return box;
+  }
+
   // reasonText puts the executor's failure reasons (English, as the journal
   // and the CLI keep them) into the page's language. Forms it does not know
   // stay as they are.
@@ -137,6 +156,7 @@
     var head = el("div", "cb-result-head");
     head.appendChild(el("span", "status status-" + rec.status, T("status_" + rec.status, rec.status)));
     provenance(rec).forEach(function (p) { head.appendChild(doc.createTextNode(" ")); head.appendChild(el("span", "prov", p)); });
+    if (rec.site) { head.appendChild(doc.createTextNode(" ")); head.appendChild(siteProvenance(rec.site)); }
     box.appendChild(head);
     if (rec.reasons && rec.reasons.length) {
       var ul = el("ul", "cb-reasons");
