@@ -175,4 +175,3 @@ func checkResults(ctx context.Context, m *Main, name string, data []byte, conten
 	results.Stamp(f, s, time.Now())
 	return f, nil
 }
-
