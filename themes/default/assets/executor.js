@@ -82,7 +82,7 @@
     var hosts = (rec.hosts || []).map(function (h) { return h.host; }).filter(Boolean);
     if (rec.target === "kube" && rec.where) parts.push(rec.where.replace(/ \(.*$/, ""));
     else if (hosts.length) parts.push(hosts.join(" "));
-    else parts.push(T("where_local", "local"));
+    else if (!rec.site) parts.push(T("where_local", "local")); // a site run's machine is in its "by"
     // A cancelled run has no exit status of its own (the process was killed).
     if (rec.hosts && rec.hosts.length === 1 && rec.status !== "cancelled") parts.push("exit " + rec.hosts[0].exit);
     if (rec.duration != null) parts.push(rec.duration.toFixed(1) + "s");
@@ -95,7 +95,8 @@
   function siteProvenance(site) {
     var box = el("span", "prov-site");
     box.appendChild(el("span", "site-run", T("site_run", "run at the site (exported script)")));
-    if (site.by) box.appendChild(el("span", "site-by", T("site_by", "by ") + site.by));
+    if (site.by) { box.appendChild(doc.createTextNode(" ")); box.appendChild(el("span", "site-by", T("site_by", "by ") + site.by)); }
+    box.appendChild(doc.createTextNode(" "));
     var sig = site.signature || "none";
     var s = el("span", "site-sig site-sig-" + sig,
       sig === "checked" ? T("sig_checked", "signature checked: ") + (site.signer || "") :

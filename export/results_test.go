@@ -1,0 +1,123 @@
+package export_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/local"
+	"github.com/cairn-dev/cairn/results"
+)
+
+// resultsRunbook's blocks print what is hard to carry in JSON from bash:
+// quotes, backslashes, control characters, a NUL, CR LF, bytes that are not
+// UTF-8, Korean, and a secret parameter's value.
+const resultsRunbook = "---\ntitle: Results\nparams:\n  - name: MODE\n    default: \"on\"\n  - name: TOKEN\n    secret: true\n---\n\n" +
+	"## One {#one}\n\n" +
+	"```bash {#hostile target=local expect.contains='end'}\n" +
+	`printf 'q "x" \\ b\tt\r\n'` + "\n" +
+	`printf 'c\001\002\033[31m red\033[0m\177\n'` + "\n" +
+	`printf 'nul:\000:after\n'` + "\n" +
+	`printf 'bad \xff\xfe utf8, 한국어\n'` + "\n" +
+	`echo "token=$TOKEN"` + "\n" +
+	"echo end\n```\n\n" +
+	"```bash {#skipped target=local when='MODE == \"off\"'}\necho never\n```\n\n" +
+	"## Two {#two}\n\n" +
+	"```bash {#fails target=local expect.exit=0 expect.contains='nope'}\necho 'not it'\nexit 4\n```\n"
+
+// TestResultsMatchExecutor runs the exported script with bash and the
+// executor on the same blocks: the results file must parse (results.Read,
+// what cairn journal import uses) and say what the journal says: status,
+// reasons, output (masked), exit codes and parameters.
+func TestResultsMatchExecutor(t *testing.T) {
+	rb := parse(t, resultsRunbook)
+	script := scriptFor(t, rb)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "results.sh")
+	if err := os.WriteFile(path, script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const token = "tok-3e9f-secret-value"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", path, "--yes")
+	cmd.Env = append(os.Environ(), "TOKEN="+token)
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit %d (want 1: block fails fails): %v\n%s", code, err, out)
+	}
+	found, _ := filepath.Glob(filepath.Join(dir, "*.results.jsonl"))
+	if len(found) != 1 {
+		t.Fatalf("results files: %q\n%s", found, out)
+	}
+	data, err := os.ReadFile(found[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), token) {
+		t.Fatalf("the secret is in the results file:\n%s", data)
+	}
+	f, err := results.Read("results.results.jsonl", data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if f.Skipped != 1 || len(f.Records) != 2 {
+		t.Fatalf("records: %d, skipped %d\n%s", len(f.Records), f.Skipped, data)
+	}
+	got := map[string]executor.Record{}
+	for _, r := range f.Records {
+		got[r.Block] = r
+	}
+
+	e := &executor.Engine{Runners: map[string]executor.Runner{executor.RunnerLocal: &local.Runner{ExtraEnv: []string{"CAIRN_TMP=" + t.TempDir()}}}}
+	for _, id := range []string{"hostile", "fails"} {
+		b := rb.BlockByID(id)
+		r, err := e.Prepare(executor.Request{Runbook: rb, BlockID: id, Hash: b.Hash, Params: map[string]string{"TOKEN": token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := roundTrip(t, r.Execute(ctx, &discard{}))
+		g := got[id]
+		if g.Status != want.Status || strings.Join(g.Reasons, ";") != strings.Join(want.Reasons, ";") {
+			t.Errorf("%s: script says %s %q, executor %s %q", id, g.Status, g.Reasons, want.Status, want.Reasons)
+		}
+		// The script's output loses the NUL (bash cannot hold one); so does
+		// nothing else.
+		if w := strings.ReplaceAll(want.Output, "\x00", ""); g.Output != w {
+			t.Errorf("%s: output\nscript:   %q\nexecutor: %q", id, g.Output, w)
+		}
+		if len(g.Hosts) != 1 || g.Hosts[0].Exit != want.Hosts[0].Exit {
+			t.Errorf("%s: hosts %+v, executor %+v", id, g.Hosts, want.Hosts)
+		}
+		if g.Hash != b.Hash || g.Params["TOKEN"] != executor.Mask || g.Params["MODE"] != "on" || g.Step == "" || g.Site.Run == "" || g.Site.Source != rb.Hash {
+			t.Errorf("%s: record %+v site %+v", id, g, g.Site)
+		}
+	}
+}
+
+// roundTrip gives a record as the journal export and an import see it
+// (bytes that are not UTF-8 become U+FFFD).
+func roundTrip(t *testing.T, r *executor.Record) executor.Record {
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out executor.Record
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+type discard struct{ sync.Mutex }
+
+func (*discard) Output(string, []byte)  {}
+func (*discard) Event(executor.Event) {}
+
