@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -32,6 +33,37 @@ type BundleInput struct {
 	Site map[string][]byte
 	// Binaries: file name under bin/ → content (cairn-linux-amd64, …).
 	Binaries map[string][]byte
+	// Disk: bundle path → a file on disk, read while the archive is written
+	// (the image layout's blobs and the charts: too large to hold).
+	Disk map[string]string
+	// Images and Charts are what Disk carries, for the README, images.txt,
+	// the Hauler manifest and the Zarf package definition.
+	Images []BundleImage
+	Charts []BundleChart
+}
+
+// BundleImage is one image of the bundle's OCI layout (images/).
+type BundleImage struct {
+	Ref    string // registry.k8s.io/pause:3.10.2
+	Digest string // of its manifest in the layout
+	Pulled string // of its manifest as the registry served it ("" when the same)
+	Size   int64  // of its blobs
+}
+
+// source is the digest the registries know the image by.
+func (im BundleImage) source() string {
+	if im.Pulled != "" {
+		return im.Pulled
+	}
+	return im.Digest
+}
+
+// BundleChart is one Helm chart of the bundle (charts/).
+type BundleChart struct {
+	Name    string // as requires.charts names it (cilium/cilium)
+	Chart   string // Chart.yaml's name
+	Version string
+	Path    string // in the bundle: charts/cilium-1.19.1.tgz
 }
 
 // epoch is the time every archive entry carries, so that the same content
@@ -41,6 +73,9 @@ var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 type bundleFile struct {
 	name string
 	data []byte
+	disk string // read from here instead of data
+	size int64
+	sum  string
 	mode int64
 }
 
@@ -97,6 +132,20 @@ func Bundle(w io.Writer, in BundleInput) error {
 	for name, data := range in.Binaries {
 		errs = append(errs, add("bin/"+name, data, 0o755))
 	}
+	for name, disk := range in.Disk {
+		if err := add(name, nil, 0o644); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f := files[path.Clean(name)]
+		sum, size, err := fileSum(disk)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bundle: %s: %w", name, err))
+			continue
+		}
+		f.disk, f.sum, f.size = disk, sum, size
+		files[f.name] = f
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -108,6 +157,9 @@ func Bundle(w io.Writer, in BundleInput) error {
 	); err != nil {
 		return err
 	}
+	if err := carried(in, add); err != nil {
+		return err
+	}
 
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -116,8 +168,12 @@ func Bundle(w io.Writer, in BundleInput) error {
 	sort.Strings(names)
 	var manifest strings.Builder
 	for _, n := range names {
-		sum := sha256.Sum256(files[n].data)
-		fmt.Fprintf(&manifest, "%s  %s\n", hex.EncodeToString(sum[:]), n)
+		f := files[n]
+		if f.disk == "" {
+			sum := sha256.Sum256(f.data)
+			f.sum, f.size = hex.EncodeToString(sum[:]), int64(len(f.data))
+		}
+		fmt.Fprintf(&manifest, "%s  %s\n", f.sum, n)
 	}
 	files["MANIFEST"] = bundleFile{name: "MANIFEST", data: []byte(manifest.String()), mode: 0o644}
 	names = append(names, "MANIFEST")
@@ -125,7 +181,13 @@ func Bundle(w io.Writer, in BundleInput) error {
 
 	// gzip without name or time in its header; tar entries with fixed
 	// times, owners and modes, directories included, in sorted order.
-	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	// Image layers are compressed already: a small bundle gets the best
+	// compression, one that carries images the default (4× faster there).
+	level := gzip.BestCompression
+	if len(in.Disk) > 0 {
+		level = gzip.DefaultCompression
+	}
+	zw, err := gzip.NewWriterLevel(w, level)
 	if err != nil {
 		return err
 	}
@@ -158,17 +220,53 @@ func Bundle(w io.Writer, in BundleInput) error {
 			continue
 		}
 		f := files[e]
-		if err := tw.WriteHeader(hdr(e, f.mode, int64(len(f.data)), tar.TypeReg)); err != nil {
+		if f.disk == "" {
+			f.size = int64(len(f.data))
+		}
+		if err := tw.WriteHeader(hdr(e, f.mode, f.size, tar.TypeReg)); err != nil {
 			return err
 		}
-		if _, err := tw.Write(f.data); err != nil {
-			return err
+		if err := f.write(tw); err != nil {
+			return fmt.Errorf("bundle: %s: %w", e, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
 		return err
 	}
 	return zw.Close()
+}
+
+func (f bundleFile) write(w io.Writer) error {
+	if f.disk == "" {
+		_, err := w.Write(f.data)
+		return err
+	}
+	r, err := os.Open(f.disk)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	// The file must still be what MANIFEST says: hash it again on the way.
+	h := sha256.New()
+	n, err := io.Copy(w, io.TeeReader(io.LimitReader(r, f.size+1), h))
+	if err != nil {
+		return err
+	}
+	if n != f.size || hex.EncodeToString(h.Sum(nil)) != f.sum {
+		return fmt.Errorf("%s changed while the bundle was written", f.disk)
+	}
+	return nil
+}
+
+func fileSum(p string) (string, int64, error) {
+	r, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer r.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	return hex.EncodeToString(h.Sum(nil)), n, err
 }
 
 // urlRe finds absolute URLs; loadRe finds protocol-relative loads.
@@ -391,6 +489,25 @@ func readme(in BundleInput) string {
 	b.WriteString("## Bring in beforehand\n\n`REQUIRES.txt` lists the container images, Helm charts and binaries the runbooks need.\n")
 	b.WriteString("On a machine with network access, `./mirror.sh --out DIR` (or `--registry MIRROR/PREFIX`)\n")
 	b.WriteString("fetches them; carry DIR to the site.\n")
+	if len(in.Images) > 0 || len(in.Charts) > 0 {
+		var size int64
+		for _, im := range in.Images {
+			size += im.Size
+		}
+		fmt.Fprintf(&b, "\n## Images and charts carried\n\nThis bundle carries %d images (%d MB of blobs) and %d Helm charts; `images.txt` lists them\n", len(in.Images), (size+500_000)/1_000_000, len(in.Charts))
+		b.WriteString("with their digests, and MANIFEST every blob with its SHA-256.\n\n")
+		b.WriteString("- `images/` is an OCI image layout. Into a node's containerd (what kubelet uses), as root:\n\n")
+		b.WriteString("  ```sh\n  tar -C images -cf - . | ctr -n k8s.io images import --all-platforms -\n  ```\n\n")
+		b.WriteString("  Into a site registry: `skopeo copy oci:images:REF docker://REGISTRY/...` (or crane, oras; Hauler reads the\n")
+		b.WriteString("  layout too). Every image is named in the layout as the runbooks name it (`org.opencontainers.image.ref.name`\n")
+		b.WriteString("  and `io.containerd.image.name`).\n")
+		b.WriteString("- `charts/` holds the charts as `.tgz`: pass the file's path where a runbook asks for its chart.\n")
+		b.WriteString("- `hauler-manifest.yaml` and `zarf.yaml` list the same images and charts for sites that carry their software\n")
+		b.WriteString("  with Hauler or Zarf.\n")
+		for _, c := range in.Charts {
+			fmt.Fprintf(&b, "\n  `%s`: %s %s (for `%s`)\n", oneLine(c.Path), oneLine(c.Chart), oneLine(c.Version), oneLine(c.Name))
+		}
+	}
 	if len(in.Binaries) > 0 {
 		names := make([]string, 0, len(in.Binaries))
 		for n := range in.Binaries {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,14 @@ const exportExamples = `  # A standalone script for one runbook
 
   # Everything an air-gapped site needs, in one archive
   cairn export --bundle cairn-bundle.tar.gz
-  cairn export --bundle cairn-bundle.tar.gz --with-binary   # with cairn for linux/amd64 and arm64`
+  cairn export --bundle cairn-bundle.tar.gz --with-binary   # with cairn for linux/amd64 and arm64
+
+  # ... carrying the images and charts the runbooks require: versions from a list
+  # (kubeadm prints its own), pulled through the site's connected mirror
+  kubeadm config images list --kubernetes-version v1.37.2 > images.txt
+  echo quay.io/cilium/cilium:v1.19.1 >> images.txt
+  cairn export --bundle cairn-bundle.tar.gz --images images.txt \
+      --from registry.k8s.io=mirror.internal:5000/k8s --chart cilium/cilium=./cilium-1.19.1.tgz`
 
 // bundleArches are the platforms --with-binary builds cairn for.
 var bundleArches = []string{"amd64", "arm64"}
@@ -35,6 +43,12 @@ func runExport(ctx context.Context, m *Main, args []string) error {
 	out := flags.String("o", "", "write the script to this file (mode 0755) instead of standard output")
 	bundle := flags.String("bundle", "", "write an offline bundle (tar.gz) of every runbook in --content")
 	withBinary := flags.Bool("with-binary", false, "with --bundle: cross-compile cairn for linux/amd64 and linux/arm64 into it (needs the go toolchain and the cairn sources)")
+	var carry carryFlags
+	flags.StringVar(&carry.images, "images", "", "with --bundle: carry the images the runbooks require, as an OCI layout; FILE lists their versions (one full reference per line; images the runbooks pin need none)")
+	flags.BoolVar(&carry.withImages, "with-images", false, "with --bundle: carry the images the runbooks require (all pinned in requires.images; else give --images FILE)")
+	flags.Var(&carry.from, "from", "with --images: pull REGISTRY[/PREFIX] from MIRROR[/PREFIX] instead (repeatable): registry.k8s.io=127.0.0.1:5000/k8s")
+	flags.Var(&carry.charts, "chart", "with --bundle: carry chart NAME (as requires.charts names it) from PATH, a .tgz or a chart folder (repeatable): cilium/cilium=./cilium")
+	flags.StringVar(&carry.platform, "platform", "linux/amd64", "with --images: the platform to take from multi-platform images")
 	positional, err := parseInterleaved(flags, args)
 	if err != nil {
 		return done(err)
@@ -43,10 +57,10 @@ func runExport(ctx context.Context, m *Main, args []string) error {
 		if len(positional) > 0 || *out != "" {
 			return &usageError{cmd: "export", msg: "--bundle packs every runbook of --content; give no RUNBOOK and no -o"}
 		}
-		return exportBundle(ctx, m, *content, *bundle, *withBinary)
+		return exportBundle(ctx, m, *content, *bundle, *withBinary, carry)
 	}
-	if *withBinary {
-		return &usageError{cmd: "export", msg: "--with-binary needs --bundle"}
+	if *withBinary || carry.any() {
+		return &usageError{cmd: "export", msg: "--with-binary, --images, --with-images, --from and --chart need --bundle"}
 	}
 	if len(positional) != 1 {
 		return &usageError{cmd: "export", msg: "give exactly one RUNBOOK (a file or a slug), or --bundle OUT.tar.gz"}
@@ -78,7 +92,7 @@ func runExport(ctx context.Context, m *Main, args []string) error {
 	return nil
 }
 
-func exportBundle(ctx context.Context, m *Main, content, out string, withBinary bool) error {
+func exportBundle(ctx context.Context, m *Main, content, out string, withBinary bool, carry carryFlags) error {
 	if fi, err := os.Stat(content); err != nil || !fi.IsDir() {
 		return &usageError{cmd: "export", msg: fmt.Sprintf("--content %s: not a folder", content)}
 	}
@@ -105,15 +119,43 @@ func exportBundle(ctx context.Context, m *Main, content, out string, withBinary 
 		}
 		in.Binaries = bins
 	}
-	var buf bytes.Buffer
-	if err := export.Bundle(&buf, in); err != nil {
+	if carry.any() {
+		tmp, err := os.MkdirTemp(filepath.Dir(out), ".cairn-carry-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		if err := carry.fetch(ctx, m, res.Runbooks, tmp, &in); err != nil {
+			return fmt.Errorf("bundle not written: %w", err)
+		}
+	}
+	var size int64
+	err = atomicfile.WriteFunc(out, 0o644, func(w io.Writer) error {
+		cw := &countWriter{w: w}
+		err := export.Bundle(cw, in)
+		size = cw.n
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bundle not written: %w", err)
 	}
-	if err := atomicfile.Write(out, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write bundle: %w", err)
+	extra := ""
+	if len(in.Images)+len(in.Charts) > 0 {
+		extra = fmt.Sprintf(", %s, %s", count(len(in.Images), "image"), count(len(in.Charts), "chart"))
 	}
-	fmt.Fprintf(m.Stderr, "bundled %s and the site (%s) → %s (%d bytes)\n", count(len(res.Runbooks), "runbook"), count(len(res.Files), "file"), out, buf.Len())
+	fmt.Fprintf(m.Stderr, "bundled %s and the site (%s%s) → %s (%d bytes)\n", count(len(res.Runbooks), "runbook"), count(len(res.Files), "file"), extra, out, size)
 	return nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // crossCompile builds cairn from the module in the working directory for

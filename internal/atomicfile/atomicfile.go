@@ -5,6 +5,7 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +17,15 @@ import (
 // it). The file gets mode, or keeps its mode when mode is 0 and it exists
 // (0o644 when it does not).
 func Write(path string, data []byte, mode os.FileMode) error {
+	return WriteFunc(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc is Write for content too large to hold: fill writes it into
+// the temporary file; when fill fails, path is left as it was.
+func WriteFunc(path string, mode os.FileMode, fill func(io.Writer) error) error {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		target, err := filepath.EvalSymlinks(path)
 		if err != nil {
@@ -34,7 +44,7 @@ func Write(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	name := tmp.Name()
-	_, werr := tmp.Write(data)
+	werr := fill(tmp)
 	err = errors.Join(werr, tmp.Chmod(mode), tmp.Sync(), tmp.Close())
 	if err == nil {
 		err = os.Rename(name, path)
