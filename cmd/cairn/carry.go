@@ -28,8 +28,8 @@ func (c carryFlags) any() bool {
 	return c.images != "" || c.withImages || len(c.from) > 0 || len(c.charts) > 0
 }
 
-// fetch copies the required images into an OCI layout and the charts into
-// tmp, and names them in the bundle's input.
+// fetch copies every image the runbooks require into an OCI layout and
+// every chart into tmp, and names them in the bundle's input.
 func (c carryFlags) fetch(ctx context.Context, m *Main, rbs []*runbook.Runbook, tmp string, in *export.BundleInput) error {
 	var required, charts []string
 	by := map[string]bool{}
@@ -42,89 +42,85 @@ func (c carryFlags) fetch(ctx context.Context, m *Main, rbs []*runbook.Runbook, 
 			}
 		}
 	}
+	// Everything the runbooks require, or no bundle: a site has nowhere
+	// to get what is missing. Charts are checked first (no pulls wasted).
+	given := map[string]string{}
+	for _, f := range c.charts {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" || v == "" {
+			return &usageError{cmd: "export", msg: fmt.Sprintf("--chart %q: use NAME=PATH (NAME as requires.charts names it)", f)}
+		}
+		if !by[k] {
+			return &usageError{cmd: "export", msg: fmt.Sprintf("--chart %s: no runbook requires that chart (they require: %s)", k, strings.Join(charts, ", "))}
+		}
+		given[k] = v
+	}
+	var missing []string
+	for _, ch := range charts {
+		if _, ok := given[ch]; !ok {
+			missing = append(missing, ch)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the runbooks require charts not given: %s; add --chart NAME=PATH for each (a .tgz from helm pull, or a chart folder)", strings.Join(missing, ", "))
+	}
+	var list []string
+	if c.images != "" {
+		data, err := os.ReadFile(c.images)
+		if err != nil {
+			return fmt.Errorf("--images: %w", err)
+		}
+		list = strings.Split(string(data), "\n")
+	}
+	refs, err := mirror.Resolve(required, list)
+	if err != nil {
+		return err
+	}
+	from, err := mirror.ParseFrom(c.from)
+	if err != nil {
+		return err
+	}
+	plat, err := v1.ParsePlatform(c.platform)
+	if err != nil {
+		return fmt.Errorf("--platform %s: %w", c.platform, err)
+	}
+
 	in.Disk = map[string]string{}
-	if c.images != "" || c.withImages {
-		var list []string
-		if c.images != "" {
-			data, err := os.ReadFile(c.images)
-			if err != nil {
-				return fmt.Errorf("--images: %w", err)
-			}
-			list = strings.Split(string(data), "\n")
-		}
-		refs, err := mirror.Resolve(required, list)
-		if err != nil {
-			return err
-		}
-		from, err := mirror.ParseFrom(c.from)
-		if err != nil {
-			return err
-		}
-		plat, err := v1.ParsePlatform(c.platform)
-		if err != nil {
-			return fmt.Errorf("--platform %s: %w", c.platform, err)
-		}
-		dir := filepath.Join(tmp, "images")
-		pulled, err := mirror.Images(ctx, refs, dir, mirror.Options{From: from, Platform: *plat,
-			Progress: func(s string) { fmt.Fprintf(m.Stderr, "%s\n", s) }})
-		if err != nil {
-			return err
-		}
-		for _, p := range pulled {
-			in.Images = append(in.Images, export.BundleImage{Ref: p.Ref, Digest: p.Digest, Pulled: p.Pulled, Size: p.Size})
-		}
-		err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return err
-			}
-			rel, _ := filepath.Rel(tmp, p)
-			in.Disk[filepath.ToSlash(rel)] = p
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	} else if len(c.from) > 0 {
-		return &usageError{cmd: "export", msg: "--from needs --images FILE or --with-images"}
+	cdir := filepath.Join(tmp, "charts")
+	if err := os.MkdirAll(cdir, 0o755); err != nil {
+		return err
 	}
-	if len(c.charts) > 0 {
-		given := map[string]string{}
-		for _, f := range c.charts {
-			k, v, ok := strings.Cut(f, "=")
-			if !ok || k == "" || v == "" {
-				return &usageError{cmd: "export", msg: fmt.Sprintf("--chart %q: use NAME=PATH (NAME as requires.charts names it)", f)}
-			}
-			if !by[k] {
-				return &usageError{cmd: "export", msg: fmt.Sprintf("--chart %s: no runbook requires that chart (they require: %s)", k, strings.Join(charts, ", "))}
-			}
-			given[k] = v
-		}
-		var missing []string
-		for _, ch := range charts {
-			if _, ok := given[ch]; !ok {
-				missing = append(missing, ch)
-			}
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("the runbooks require charts not given: %s; add --chart NAME=PATH for each (a .tgz from helm pull, or a chart folder)", strings.Join(missing, ", "))
-		}
-		cdir := filepath.Join(tmp, "charts")
-		if err := os.MkdirAll(cdir, 0o755); err != nil {
+	for _, ch := range charts {
+		fmt.Fprintf(m.Stderr, "chart %s from %s\n", ch, given[ch])
+		packed, err := mirror.PackChart(ch, given[ch], cdir)
+		if err != nil {
 			return err
 		}
-		for _, ch := range charts {
-			fmt.Fprintf(m.Stderr, "chart %s from %s\n", ch, given[ch])
-			packed, err := mirror.PackChart(ch, given[ch], cdir)
-			if err != nil {
-				return err
-			}
-			rel := "charts/" + filepath.Base(packed.File)
-			if _, dup := in.Disk[rel]; dup {
-				return fmt.Errorf("--chart: two charts are %s", rel)
-			}
-			in.Disk[rel] = packed.File
-			in.Charts = append(in.Charts, export.BundleChart{Name: ch, Chart: packed.Chart, Version: packed.Version, Path: rel})
+		rel := "charts/" + filepath.Base(packed.File)
+		if _, dup := in.Disk[rel]; dup {
+			return fmt.Errorf("--chart: two charts are %s", rel)
 		}
+		in.Disk[rel] = packed.File
+		in.Charts = append(in.Charts, export.BundleChart{Name: ch, Chart: packed.Chart, Version: packed.Version, Path: rel})
 	}
-	return nil
+	if len(refs) == 0 {
+		return nil
+	}
+	dir := filepath.Join(tmp, "images")
+	pulled, err := mirror.Images(ctx, refs, dir, mirror.Options{From: from, Platform: *plat,
+		Progress: func(s string) { fmt.Fprintf(m.Stderr, "%s\n", s) }})
+	if err != nil {
+		return err
+	}
+	for _, p := range pulled {
+		in.Images = append(in.Images, export.BundleImage{Ref: p.Ref, Digest: p.Digest, Pulled: p.Pulled, Size: p.Size})
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(tmp, p)
+		in.Disk[filepath.ToSlash(rel)] = p
+		return nil
+	})
 }
