@@ -40,6 +40,8 @@ type BundleInput struct {
 	// the Hauler manifest and the Zarf package definition.
 	Images []BundleImage
 	Charts []BundleChart
+	// Omitted are required images the bundle leaves out: the site has them.
+	Omitted []string
 }
 
 // BundleImage is one image of the bundle's OCI layout (images/).
@@ -501,6 +503,16 @@ func readme(in BundleInput) string {
 		b.WriteString("  Into a site registry: `skopeo copy oci:images:REF docker://REGISTRY/...` (or crane, oras; Hauler reads the\n")
 		b.WriteString("  layout too). Every image is named in the layout as the runbooks name it (`org.opencontainers.image.ref.name`\n")
 		b.WriteString("  and `io.containerd.image.name`).\n")
+		if len(in.Omitted) > 0 {
+			b.WriteString("\n  Not carried, as asked when the bundle was made (the site provides them): ")
+			for i, o := range in.Omitted {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString("`" + oneLine(o) + "`")
+			}
+			b.WriteString(".\n\n")
+		}
 		b.WriteString("- `charts/` holds the charts as `.tgz`: pass the file's path where a runbook asks for its chart.\n")
 		b.WriteString("- `hauler-manifest.yaml` and `zarf.yaml` list the same images and charts for sites that carry their software\n")
 		b.WriteString("  with Hauler or Zarf.\n")

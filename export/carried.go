@@ -28,6 +28,9 @@ func carried(in BundleInput, add func(string, []byte, int64) error) error {
 		}
 		list.WriteString("\n")
 	}
+	for _, o := range in.Omitted {
+		fmt.Fprintf(&list, "# not carried (the site provides it): %s\n", oneLine(o))
+	}
 	for _, c := range in.Charts {
 		fmt.Fprintf(&list, "# chart %s: %s (%s %s)\n", oneLine(c.Name), oneLine(c.Path), oneLine(c.Chart), oneLine(c.Version))
 	}

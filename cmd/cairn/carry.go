@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -21,6 +22,7 @@ type carryFlags struct {
 	withImages bool
 	from       stringList
 	charts     stringList
+	omit       stringList
 	platform   string
 }
 
@@ -33,14 +35,33 @@ func (c carryFlags) any() bool {
 func (c carryFlags) fetch(ctx context.Context, m *Main, rbs []*runbook.Runbook, tmp string, in *export.BundleInput) error {
 	var required, charts []string
 	by := map[string]bool{}
+	omit := map[string]bool{}
+	for _, o := range c.omit {
+		omit[strings.TrimSpace(o)] = true
+	}
 	for _, rb := range rbs {
-		required = append(required, rb.Meta.Requires.Images...)
+		for _, im := range rb.Meta.Requires.Images {
+			if omit[strings.TrimSpace(im)] {
+				delete(omit, strings.TrimSpace(im))
+				in.Omitted = append(in.Omitted, strings.TrimSpace(im))
+				continue
+			}
+			required = append(required, im)
+		}
 		for _, ch := range rb.Meta.Requires.Charts {
 			if !by[ch] {
 				by[ch] = true
 				charts = append(charts, ch)
 			}
 		}
+	}
+	if len(omit) > 0 {
+		var names []string
+		for o := range omit {
+			names = append(names, o)
+		}
+		sort.Strings(names)
+		return &usageError{cmd: "export", msg: fmt.Sprintf("--omit %s: no runbook requires that image (give it as requires.images writes it)", strings.Join(names, ", "))}
 	}
 	// Everything the runbooks require, or no bundle: a site has nowhere
 	// to get what is missing. Charts are checked first (no pulls wasted).

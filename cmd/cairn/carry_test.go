@@ -109,6 +109,15 @@ func TestBundleCarriesImages(t *testing.T) {
 		len(zarf.Components[0].Images) != 2 || !strings.Contains(zarf.Components[0].Images[0], "@sha256:") || zarf.Components[0].Charts[0].LocalPath != "charts/demo-1.2.3.tgz" {
 		t.Errorf("zarf.yaml (%v):\n%s", err, raw)
 	}
+	// --omit: a required image the site has is left out, and said so.
+	omitted := filepath.Join(tmp, "omit.tar.gz")
+	if code, _, stderr := run(t, append([]string{"export", "--bundle", omitted, "--content", content, "--images", list, "--chart", "demo/demo=" + chart, "--omit", "docker.io/library/busybox:1.37"}, from...)...); code != 0 || !strings.Contains(stderr, "1 image, 1 chart") {
+		t.Errorf("--omit: exit %d\n%s", code, stderr)
+	}
+	if b, err := exec.Command("tar", "-xzOf", omitted, "cairn-bundle/images.txt").Output(); err != nil || !strings.Contains(string(b), "# not carried (the site provides it): docker.io/library/busybox:1.37") {
+		t.Errorf("images.txt of an --omit bundle: %v\n%s", err, b)
+	}
+	os.Remove(omitted)
 	if b, err := exec.Command("tar", "-tzf", filepath.Join(root, "charts", "demo-1.2.3.tgz")).Output(); err != nil || !strings.Contains(string(b), "demo/Chart.yaml") {
 		t.Errorf("chart archive: %v %s", err, b)
 	}
@@ -121,6 +130,7 @@ func TestBundleCarriesImages(t *testing.T) {
 	}{
 		{"no version", append([]string{"--with-images", "--chart", "demo/demo=" + chart}, from...), "1 required images have no tag: registry.k8s.io/pause"},
 		{"chart not given", append([]string{"--images", list}, from...), "the runbooks require charts not given: demo/demo"},
+		{"omit nobody needs", append([]string{"--images", list, "--chart", "demo/demo=" + chart, "--omit", "quay.io/x"}, from...), "--omit quay.io/x: no runbook requires that image"},
 		{"images not asked for", []string{"--chart", "demo/demo=" + chart}, "1 required images have no tag: registry.k8s.io/pause"},
 		{"chart nobody needs", []string{"--chart", "other/x=" + chart}, "--chart other/x: no runbook requires that chart"},
 		{"not a chart", append([]string{"--images", list, "--chart", "demo/demo=" + list}, from...), "chart demo/demo"},

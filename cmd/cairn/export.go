@@ -48,6 +48,7 @@ func runExport(ctx context.Context, m *Main, args []string) error {
 	flags.BoolVar(&carry.withImages, "with-images", false, "with --bundle: carry the images the runbooks require (all pinned in requires.images; else give --images FILE)")
 	flags.Var(&carry.from, "from", "with --images: pull REGISTRY[/PREFIX] from MIRROR[/PREFIX] instead (repeatable): registry.k8s.io=127.0.0.1:5000/k8s")
 	flags.Var(&carry.charts, "chart", "with --bundle: carry chart NAME (as requires.charts names it) from PATH, a .tgz or a chart folder (repeatable): cilium/cilium=./cilium")
+	flags.Var(&carry.omit, "omit", "with --images: leave out an image the runbooks require, as requires.images writes it, because the site has it (repeatable; the README says so)")
 	flags.StringVar(&carry.platform, "platform", "linux/amd64", "with --images: the platform to take from multi-platform images")
 	positional, err := parseInterleaved(flags, args)
 	if err != nil {
