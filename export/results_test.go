@@ -68,8 +68,8 @@ func TestResultsMatchExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
-	if f.Skipped != 1 || len(f.Records) != 2 {
-		t.Fatalf("records: %d, skipped %d\n%s", len(f.Records), f.Skipped, data)
+	if len(f.Skipped) != 1 || len(f.Records) != 2 {
+		t.Fatalf("records: %d, skipped %d\n%s", len(f.Records), len(f.Skipped), data)
 	}
 	got := map[string]executor.Record{}
 	for _, r := range f.Records {

@@ -39,7 +39,7 @@ const Namespace = "cairn-results"
 type File struct {
 	Name    string
 	Records []executor.Record
-	Skipped int // records of skipped blocks: compared, not journaled
+	Skipped []executor.Record // records of skipped blocks: compared, not journaled
 	Sum     string
 }
 
@@ -99,12 +99,12 @@ func Read(name string, data []byte) (*File, error) {
 		r.Site.Imported, r.Site.File, r.Site.Signature, r.Site.Signer = time.Time{}, "", "", ""
 		r.Compacted, r.WriteBack = false, ""
 		if r.Status == executor.StatusSkipped {
-			f.Skipped++
+			f.Skipped = append(f.Skipped, r)
 			continue
 		}
 		f.Records = append(f.Records, r)
 	}
-	if len(f.Records)+f.Skipped == 0 {
+	if len(f.Records)+len(f.Skipped) == 0 {
 		return nil, fmt.Errorf("%s: no records (did the script run a block?)", name)
 	}
 	return f, nil

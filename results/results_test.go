@@ -52,7 +52,7 @@ func TestRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Records) != 1 || f.Skipped != 1 || f.Records[0].Site.By != "ops@site" {
+	if len(f.Records) != 1 || len(f.Skipped) != 1 || f.Records[0].Site.By != "ops@site" {
 		t.Fatalf("read %+v", f)
 	}
 	if !results.IsResults([]byte(good)) || results.IsResults([]byte(`{"id":"x","runbook":"t"}`+"\n")) {

@@ -88,7 +88,7 @@ func runJournal(ctx context.Context, m *Main, args []string) error {
 				}
 			}
 			fmt.Fprintf(m.Stderr, "imported %d of %s from %s (%s; %s not journaled; %d already there) into %s\n",
-				n, count(len(f.Records), "result"), rest[1], sig, count(f.Skipped, "skipped block"), len(f.Records)-n, *path)
+				n, count(len(f.Records), "result"), rest[1], sig, count(len(f.Skipped), "skipped block"), len(f.Records)-n, *path)
 			return nil
 		}
 		if *allowed != "" || *sigFile != "" || *bundle != "" {

@@ -1,11 +1,13 @@
 package testrig
 
 import (
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -30,22 +32,49 @@ func Registry(t testing.TB, dir string, archives map[string]string) string {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	host := ln.Addr().String()
+	// Two at a time: pushing compresses every layer (most of the time).
+	type push struct{ ref, archive string }
+	work := make(chan push)
+	errs := make(chan error, len(archives))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				errs <- pushArchive(host, p.ref, p.archive)
+			}
+		}()
+	}
 	for ref, archive := range archives {
-		tag, err := name.NewTag(ref)
+		work <- push{ref, archive}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		if err != nil {
-			t.Fatalf("registry: %s: %v", ref, err)
-		}
-		img, err := tarball.ImageFromPath(archive, &tag)
-		if err != nil {
-			t.Fatalf("registry: %s from %s: %v", ref, archive, err)
-		}
-		dst, err := name.NewTag(host + "/" + strings.TrimPrefix(ref, "docker.io/"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.Write(dst, img); err != nil {
-			t.Fatalf("registry: push %s: %v", dst, err)
+			t.Fatalf("registry: %v", err)
 		}
 	}
 	return host
+}
+
+func pushArchive(host, ref, archive string) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ref, err)
+	}
+	img, err := tarball.ImageFromPath(archive, &tag)
+	if err != nil {
+		return fmt.Errorf("%s from %s: %w", ref, archive, err)
+	}
+	dst, err := name.NewTag(host + "/" + strings.TrimPrefix(ref, "docker.io/"))
+	if err != nil {
+		return err
+	}
+	if err := remote.Write(dst, img); err != nil {
+		return fmt.Errorf("push %s: %w", dst, err)
+	}
+	return nil
 }

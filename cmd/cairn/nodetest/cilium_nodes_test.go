@@ -43,6 +43,18 @@ import (
 var ciliumNodes = []string{"cp0", "cp1", "cp2", "w0"}
 
 func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
+	ciliumOnNodes(t, sb, dir, nil)
+}
+
+// runCiliumExported is the air-gapped site's run (airgap_test.go): the
+// Cilium script of the offline bundle with bash alone and the bundle's
+// chart; the images came in with the kubeadm run's import of the bundle's
+// OCI layout.
+func runCiliumExported(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
+	ciliumOnNodes(t, sb, dir, siteBundleAt(t, dir))
+}
+
+func ciliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir string, site *siteBundle) {
 	start := time.Now()
 	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
 	building.Lock()
@@ -81,6 +93,12 @@ func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 	// store, then snapshot), about 1.4 GB, and four at once stall every
 	// etcd on this disk; on 2 cores it is no slower.
 	for _, h := range ciliumNodes {
+		if site != nil {
+			// At the site they came with the bundle's layout.
+			onNodes(t, inv.SSHConfig, []string{h}, "finding the bundle's Cilium images", time.Minute,
+				"crictl images | grep -E 'quay.io/cilium/cilium .*v"+sandbox.CiliumVersion+"' && crictl images | grep -E 'operator-generic|web'")
+			continue
+		}
 		onNodes(t, inv.SSHConfig, []string{h}, "importing the Cilium images", 3*time.Minute,
 			fmt.Sprintf("set -e; for f in %s/*.tar; do ctr -n k8s.io images import \"$f\" >/dev/null; done; crictl images | grep -E 'cilium|web'",
 				filepath.Join(inv.ImagesDir, sandbox.CiliumImagesDir)))
@@ -166,13 +184,31 @@ spec:
 	// backup-helm-values' go to a HOME of the test's own.
 	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + dir,
 		"HELM_CACHE_HOME=", "HELM_CONFIG_HOME=", "HELM_DATA_HOME=", "XDG_CACHE_HOME=", "XDG_CONFIG_HOME=", "XDG_DATA_HOME="}
-	err = cairnWith(ctx, env, stdin, stdout, &stderr, args...)
-	phase("cairn run cilium-multipool", runStart)
+	siteResults := filepath.Join(dir, "cilium-multipool.results.jsonl")
+	if site != nil {
+		charts, _ := filepath.Glob(filepath.Join(site.root, "charts", "cilium-*.tgz"))
+		if len(charts) != 1 {
+			t.Fatalf("the bundle's Cilium chart: %q", charts)
+		}
+		params["CILIUM_CHART"] = charts[0]
+		scriptArgs := []string{"--kubeconfig", kubeconfig}
+		for k, v := range params {
+			scriptArgs = append(scriptArgs, "--param", k+"="+v)
+		}
+		err = site.run(ctx, dir, "cilium-multipool.sh", siteResults, scriptArgs, stdin, stdout, &stderr)
+		phase("exported cilium-multipool.sh", runStart)
+	} else {
+		err = cairnWith(ctx, env, stdin, stdout, &stderr, args...)
+		phase("cairn run cilium-multipool", runStart)
+	}
 	if err != nil {
-		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout, stderr.String())
+		t.Fatalf("the run: %v\n%s\n%s", err, stdout, stderr.String())
 	}
 	ran := checkRun(t, stdout)
 	rb := bundledtest.Parse(t, "cilium-multipool.md")
+	if site != nil {
+		site.checkSiteResults(t, rb, params, siteResults, filepath.Join(dir, "site-journal.db"))
+	}
 	executable := 0
 	for _, b := range rb.Blocks {
 		if b.Executable() && b.Target != runbook.TargetManual {

@@ -52,23 +52,26 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 	runs := []struct {
 		name, topo, dist string
 		etcdHosts        int
+		exported         bool
 		then             func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)
 	}{
 		// The CCM runbook then runs on the control plane this run built:
 		// a kubeadm-built control plane is what it starts from, and
 		// building a second one would cost CI three more minutes. The
 		// longest run, so it starts first.
-		{"stacked-upload", "stacked", "upload", 0, runCCMOnNodes},
+		{"stacked-upload", "stacked", "upload", 0, false, runCCMOnNodes},
 		// The CCM runbook again, its node-side blocks through the API
 		// (NODE_ACCESS=api: target=node), as on a cluster without SSH.
-		{"external-upload", "external", "upload", 3, runCCMOnNodesAPI},
+		{"external-upload", "external", "upload", 3, false, runCCMOnNodesAPI},
 		// The manual certificate path by scp: the person at the terminal
 		// (interactive); then blocks in pods and on nodes through the API.
-		{"stacked-scp", "stacked", "scp", 0, runFanOutOnNodes},
-		// The Cilium runbook on the cluster this run built: its agents as
-		// pods on these nodes. Last, and never beside a cluster being
-		// built (see building).
-		{"external-copy", "external", "copy", 3, runCiliumOnNodes},
+		{"stacked-scp", "stacked", "scp", 0, false, runFanOutOnNodes},
+		// The air-gapped site (airgap_test.go): the exported kubeadm script
+		// builds this cluster from the offline bundle with bash alone, then
+		// the exported Cilium script migrates it with the bundle's chart:
+		// its agents as pods on these nodes. Last, and never beside a
+		// cluster being built (see building).
+		{"external-copy", "external", "copy", 3, true, runCiliumExported},
 	}
 	// Two clusters at a time, started in the order above: each run waits
 	// on its nodes more than it computes (about a third of a core), and
@@ -91,7 +94,7 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 			defer wg.Done()
 			defer func() { <-slots }()
 			t.Run(tc.name, func(t *testing.T) {
-				runKubeadmOnNodes(t, tc.topo, tc.dist, tc.etcdHosts, tc.then)
+				runKubeadmOnNodes(t, tc.topo, tc.dist, tc.etcdHosts, tc.exported, tc.then)
 			})
 		}()
 	}
@@ -170,7 +173,10 @@ func (tm *terminal) String() string {
 // run that would start beside Cilium waits for it.
 var building sync.RWMutex
 
-func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)) {
+// With exported, the run is the air-gapped site's: the kubeadm script of
+// the offline bundle, with bash alone, its images from the bundle's OCI
+// layout; its signed results are compared with cairn run's verdicts.
+func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported bool, then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)) {
 	start := time.Now()
 	// Registered first, so it logs last, after the teardown's lines: a CI
 	// log that keeps only its head and tail still shows where a run failed.
@@ -209,6 +215,11 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 		"IMAGE_SOURCE": "archive", "IMAGE_ARCHIVE_DIR": inv.ImagesDir,
 		"PREFLIGHT_IGNORE": "SystemVerification", "CNI_PLUGIN": "bridge", "POD_NETWORK_CIDR": "10.244.0.0/16",
 		"COPY_USER": inv.User,
+	}
+	var site *siteBundle
+	if exported {
+		site = siteBundleAt(t, dir)
+		params["IMAGE_ARCHIVE_DIR"] = filepath.Join(site.root, "images")
 	}
 	if dist == "upload" {
 		// The refresh blocks too: a new token and certificate key before
@@ -271,8 +282,21 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	runStart := time.Now()
-	err = cairnWith(ctx, []string{sandbox.EnvStateDir + "=" + sbDir}, stdin, stdout, &stderr, args...)
-	phase("cairn run kubeadm-ha", runStart)
+	siteResults := filepath.Join(dir, "kubeadm-ha.results.jsonl")
+	if site != nil {
+		scriptArgs := []string{"--ssh-config", inv.SSHConfig}
+		if dist != "scp" {
+			scriptArgs = append(scriptArgs, "--yes")
+		}
+		for k, v := range params {
+			scriptArgs = append(scriptArgs, "--param", k+"="+v)
+		}
+		err = site.run(ctx, dir, "kubeadm-ha.sh", siteResults, scriptArgs, stdin, stdout, &stderr)
+		phase("exported kubeadm-ha.sh", runStart)
+	} else {
+		err = cairnWith(ctx, []string{sandbox.EnvStateDir + "=" + sbDir}, stdin, stdout, &stderr, args...)
+		phase("cairn run kubeadm-ha", runStart)
+	}
 	if err != nil {
 		failedRun = bundledtest.Tail(stdout.String(), 40) + "\n" + stderr.String() + "\n" + clusterState(inv.SSHConfig, sbDir)
 		t.Fatalf("cairn run: %v\n%s\n%s", err, stdout, stderr.String())
@@ -286,6 +310,9 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, then func
 		}
 	}
 	ran := checkRun(t, stdout)
+	if site != nil {
+		site.checkSiteResults(t, rb, params, siteResults, filepath.Join(dir, "site-journal.db"))
+	}
 	init := map[string]string{"stacked": "init-stacked", "external": "init-external"}[topo]
 	join := "join-control-plane-upload"
 	if dist != "upload" {

@@ -1,0 +1,231 @@
+package nodetest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/internal/bundledtest"
+	"github.com/cairn-dev/cairn/results"
+	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/sandbox"
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+)
+
+// The air-gapped round trip (#31): on the connected side, `cairn export
+// --bundle` copies the images the runbooks require from a registry into the
+// bundle's OCI layout and packs the Cilium chart; the registry is a real one
+// on loopback (go-containerregistry's) that the test seeds with the images
+// the sandbox builds, standing in for the public registries. At the site,
+// the unpacked bundle's scripts run with bash and the site's own clients
+// (ssh, scp, kubectl, helm, coreutils) on PATH: no cairn, no registry, no
+// module proxy. Their signed results come back through `cairn journal
+// import --allowed-signers --bundle`, and their verdicts must be cairn
+// run's, block by block.
+
+// siteBundle is the offline bundle as the site has it.
+type siteBundle struct {
+	archive string // the .tar.gz made on the connected side
+	root    string // where it was unpacked: DIR/site/cairn-bundle
+	path    string // PATH at the site: links to the tools a site has
+	key     string // the operator's signing key
+	allowed string // the allowed signers file that names it
+}
+
+// siteTools are what a site runs the scripts with: bash and coreutils, the
+// clients the runbooks call, OpenSSH's ssh-keygen to sign.
+var siteTools = []string{"bash", "env", "awk", "sed", "grep", "head", "tail", "tr", "cat", "cut", "sort", "wc", "date",
+	"mktemp", "rm", "mv", "mkdir", "chmod", "ls", "dirname", "basename", "id", "hostname", "uname", "timeout", "tee",
+	"base64", "sha256sum", "sleep", "od", "stat", "xargs", "tar", "printf", "seq", "uniq", "diff", "ssh", "scp", "ssh-keygen", "nc", "curl"}
+
+// siteBundleAt is the bundle unpacked in dir/site, made there first when
+// there is none.
+func siteBundleAt(t *testing.T, dir string) *siteBundle {
+	t.Helper()
+	s := &siteBundle{archive: filepath.Join(dir, "cairn-bundle.tar.gz"), root: filepath.Join(dir, "site", "cairn-bundle"),
+		path: filepath.Join(dir, "site-bin"), key: filepath.Join(dir, "ops-key"), allowed: filepath.Join(dir, "allowed-signers")}
+	if _, err := os.Stat(filepath.Join(s.root, "MANIFEST")); err == nil {
+		return s
+	}
+	start := time.Now()
+	bin := sandbox.BinDir()
+	archives := map[string]string{}
+	var refs []string
+	for _, im := range sandbox.AllImages() {
+		archives[im.Ref] = filepath.Join(sandbox.ImagesDir(bin), im.Archive())
+		refs = append(refs, im.Ref)
+	}
+	sort.Strings(refs)
+	regDir := filepath.Join(dir, "registry")
+	if err := os.MkdirAll(regDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg := testrig.Registry(t, regDir, archives)
+	t.Logf("phase %-28s %6.1fs", "registry seeded", time.Since(start).Seconds())
+	list := filepath.Join(dir, "images.txt")
+	if err := os.WriteFile(list, []byte(strings.Join(refs, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The connected side: every runbook of the content, the images from
+	// the registry (busybox and nginx are the site's: the sandbox's
+	// node-shell and web images stand in for them), the chart.
+	bundleStart := time.Now()
+	var out strings.Builder
+	args := []string{"export", "--bundle", s.archive, "--content", filepath.Dir(bundledtest.Path("kubeadm-ha.md")), "--images", list,
+		"--omit", "busybox:1.37", "--omit", "docker.io/library/nginx", "--chart", "cilium/cilium=" + sandbox.CiliumChart(bin)}
+	for _, r := range []string{"registry.k8s.io", "quay.io", "cairn.internal"} {
+		args = append(args, "--from", r+"="+reg+"/"+r)
+	}
+	if err := cairn(bundledtest.Ctx(t, 5*time.Minute), nil, &out, &out, args...); err != nil {
+		t.Fatalf("cairn export --bundle: %v\n%s", err, out.String())
+	}
+	fi, _ := os.Stat(s.archive)
+	t.Logf("phase %-28s %6.1fs (%d MB)\n%s", "bundle made", time.Since(bundleStart).Seconds(), fi.Size()>>20, bundledtest.Tail(out.String(), 3))
+	// Nothing of the connected side is needed any more.
+	os.RemoveAll(regDir)
+
+	if err := os.MkdirAll(filepath.Dir(s.root), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unpackStart := time.Now()
+	if b, err := exec.Command("tar", "-xzf", s.archive, "-C", filepath.Dir(s.root)).CombinedOutput(); err != nil {
+		t.Fatalf("unpack: %v\n%s", err, b)
+	}
+	check := exec.Command("sha256sum", "--quiet", "-c", "MANIFEST")
+	check.Dir = s.root
+	if b, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("sha256sum -c MANIFEST: %v\n%s", err, b)
+	}
+	t.Logf("phase %-28s %6.1fs", "bundle unpacked, verified", time.Since(unpackStart).Seconds())
+
+	if err := os.MkdirAll(s.path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := func(name, target string) {
+		if err := os.Symlink(target, filepath.Join(s.path, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tool := range siteTools {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		link(tool, p)
+	}
+	// The site's kubectl and helm (the sandbox's builds of the releases).
+	link("kubectl", filepath.Join(bin, "kubectl"))
+	link("helm", filepath.Join(bin, sandbox.BinHelm))
+	if b, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ops@site", "-f", s.key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, b)
+	}
+	pub, err := os.ReadFile(s.key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.allowed, []byte("ops@site "+string(pub)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run runs scripts/SCRIPT from the bundle with bash and nothing but the
+// site's PATH and HOME, signing its results into results; the terminal is
+// stdin and stdout, as for cairn run.
+func (s *siteBundle) run(ctx context.Context, home, script, resultsFile string, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	argv := append([]string{filepath.Join(s.root, "scripts", script), "--results", resultsFile, "--sign", s.key}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(s.path, "bash"), argv...)
+	cmd.Env = []string{"PATH=" + s.path, "HOME=" + home, "LC_ALL=C.UTF-8"}
+	cmd.Dir = s.root
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	return cmd.Run()
+}
+
+// planVerdicts are the verdicts of cairn run on a run where every block
+// that runs is verified: cairn run's plan (executor.RunPlan) runs a block
+// when its condition holds for these parameters and skips it otherwise;
+// manual blocks are done by hand (no verdict).
+func planVerdicts(t *testing.T, rb *runbook.Runbook, params map[string]string) map[string]executor.Status {
+	t.Helper()
+	values, err := executor.ResolveParams(rb, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]executor.Status{}
+	for _, b := range rb.Blocks {
+		if !b.Executable() || b.Target == runbook.TargetManual {
+			continue
+		}
+		if b.When.Eval(values) {
+			want[b.ID] = executor.StatusVerified
+		} else {
+			want[b.ID] = executor.StatusSkipped
+		}
+	}
+	return want
+}
+
+// checkSiteResults reads an exported run's signed results (the way cairn
+// journal import does), compares every block's verdict with cairn run's
+// and imports them into a journal with the bundle and the allowed signers
+// checked; a difference names the block. It returns the results.
+func (s *siteBundle) checkSiteResults(t *testing.T, rb *runbook.Runbook, params map[string]string, resultsFile, journal string) *results.File {
+	t.Helper()
+	data, err := os.ReadFile(resultsFile)
+	if err != nil {
+		t.Fatalf("the script wrote no results: %v", err)
+	}
+	pf, err := results.Read(resultsFile, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := planVerdicts(t, rb, params)
+	got := map[string]executor.Status{}
+	for _, r := range append(append([]executor.Record(nil), pf.Records...), pf.Skipped...) {
+		if r.Hash != rb.BlockByID(r.Block).Hash {
+			t.Errorf("block %s: the script ran another text than the runbook's", r.Block)
+		}
+		got[r.Block] = r.Status
+	}
+	var diff []string
+	for id, w := range want {
+		if got[id] != w {
+			diff = append(diff, fmt.Sprintf("block %s: exported script %q, cairn run %q", id, got[id], w))
+		}
+	}
+	sort.Strings(diff)
+	for _, d := range diff {
+		t.Error(d)
+	}
+	var out strings.Builder
+	err = cairn(bundledtest.Ctx(t, time.Minute), nil, &out, &out, "journal", "import", resultsFile, "--journal", journal,
+		"--content", filepath.Dir(bundledtest.Path("kubeadm-ha.md")), "--allowed-signers", s.allowed, "--bundle", s.archive)
+	if err != nil || !strings.Contains(out.String(), "signature checked: ops@site") {
+		t.Errorf("cairn journal import of the site's results: %v\n%s", err, out.String())
+	}
+	t.Logf("%s: %d blocks verified at the site, %d skipped, as cairn run's plan says; %s", rb.Slug, countStatus(got, executor.StatusVerified),
+		countStatus(got, executor.StatusSkipped), strings.TrimSpace(out.String()))
+	return pf
+}
+
+func countStatus(m map[string]executor.Status, s executor.Status) int {
+	n := 0
+	for _, v := range m {
+		if v == s {
+			n++
+		}
+	}
+	return n
+}
