@@ -121,3 +121,45 @@ type discard struct{ sync.Mutex }
 func (*discard) Output(string, []byte)  {}
 func (*discard) Event(executor.Event) {}
 
+
+// TestScriptRefusesContext: a script run against a cluster whose context
+// the runbook does not list stops before the block with a message naming
+// the context and the allowed ones, and its results say the block could
+// not run. (kubectl is a stub here: the refusal is the script's own logic.)
+func TestScriptRefusesContext(t *testing.T) {
+	rb := parse(t, "---\ntitle: K\nkube:\n  contexts: [cairn-sandbox, \"kind-*\"]\n---\n\n## S {#s}\n\n```bash {#k target=kube}\nkubectl get ns\n```\n")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "k.sh")
+	if err := os.WriteFile(script, scriptFor(t, rb), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	os.MkdirAll(bin, 0o755)
+	stub := "#!/bin/sh\ncase \"$*\" in *current-context*) echo prod-cluster ;; *) echo unexpected kubectl \"$@\" >&2; exit 3 ;; esac\n"
+	if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script, "--yes")
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), `kube context "prod-cluster" is not one of the runbook's kube.contexts [cairn-sandbox kind-*]`) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	found, _ := filepath.Glob(filepath.Join(dir, "*.results.jsonl"))
+	if len(found) != 1 {
+		t.Fatalf("results files %q", found)
+	}
+	data, err := os.ReadFile(found[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := results.Read(found[0], data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Records) != 1 || f.Records[0].Status != executor.StatusError || !strings.Contains(strings.Join(f.Records[0].Reasons, ";"), "prod-cluster") {
+		t.Errorf("results: %+v", f.Records)
+	}
+}

@@ -76,6 +76,11 @@ cairn_say() { printf '%s\n' "$*"; }
 cairn_warn() { printf '%s: %s\n' "$cairn_prog" "$*" >&2; }
 cairn_die() {
 	cairn_warn "$*"
+	# A block that could not run is an error in the results, as in the journal.
+	if ((cairn_busy)); then
+		cairn_busy=0
+		cairn_result error "$*"
+	fi
 	exit 1
 }
 cairn_usage_error() {
