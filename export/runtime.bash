@@ -1260,22 +1260,23 @@ cairn_kexec_argv() {
 }
 
 # cairn_remote_env HOST CAPTURES...: cairn_renv, the values a pod or
-# node block may use as env arguments (NAME=VALUE, each one argument:
-# values never become text), and CAIRN_BLOCK and CAIRN_HOST.
+# node block may use as NAME VALUE argument pairs for the shell that
+# exports them (each value one argument: values never become text), and
+# CAIRN_BLOCK and CAIRN_HOST.
 cairn_remote_env() {
 	local k
 	cairn_renv=()
 	for k in "${cairn_param_names[@]}"; do
-		[[ -v cairn_val[$k] ]] && cairn_renv+=("$k=${cairn_val[$k]}")
+		[[ -v cairn_val[$k] ]] && cairn_renv+=("$k" "${cairn_val[$k]}")
 	done
 	for k in "${@:2}"; do
-		[[ -v cairn_cap[$k] ]] && cairn_renv+=("$k=${cairn_cap[$k]}")
+		[[ -v cairn_cap[$k] ]] && cairn_renv+=("$k" "${cairn_cap[$k]}")
 	done
-	cairn_renv+=("CAIRN_BLOCK=$cairn_id" "CAIRN_HOST=$1")
+	cairn_renv+=(CAIRN_BLOCK "$cairn_id" CAIRN_HOST "$1")
 }
 
-# The shell a pod or node block's body runs under, the body its first
-# argument (runbook/nodepod.Shell): kubectl exec -i loses a piped script
+# The shell a pod or node block's body runs under, the values its NAME
+# VALUE arguments and the body its last (runbook/nodepod.Shell): kubectl exec -i loses a piped script
 # now and then, so nothing goes through standard input.
 cairn_pod_shell='@SHELL@'
 
@@ -1288,7 +1289,7 @@ cairn_pod_script() {
 	cairn_kexec_argv "$ns"
 	cairn_argv+=(exec "$pod")
 	[[ -n $c ]] && cairn_argv+=(-c "$c")
-	timeout -k 5 "$secs" "${cairn_argv[@]}" -- env "${cairn_renv[@]}" /bin/sh -c "$cairn_pod_shell" cairn "$cairn_body" </dev/null
+	timeout -k 5 "$secs" "${cairn_argv[@]}" -- /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_body" </dev/null
 }
 
 # cairn_node_script NODE NAMESPACE IMAGE SECS CAPTURES...: the block body
@@ -1314,7 +1315,7 @@ cairn_node_script() {
 	printf 'pod %s (image %s)\n' "${pod#pod/}" "$image"
 	if "${cairn_argv[@]}" wait --for=condition=Ready "$pod" --timeout=120s >/dev/null; then
 		cairn_remote_env "$node" "$@"
-		timeout -k 5 "$secs" "${cairn_argv[@]}" exec "$pod" -- @NSENTER@ env "${cairn_renv[@]}" /bin/sh -c "$cairn_pod_shell" cairn "$cairn_body" </dev/null
+		timeout -k 5 "$secs" "${cairn_argv[@]}" exec "$pod" -- @NSENTER@ /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_body" </dev/null
 		rc=$?
 	else
 		printf 'the node pod %s did not start within 120s\n' "$pod"

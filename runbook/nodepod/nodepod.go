@@ -112,14 +112,17 @@ func (s Spec) Pod() *corev1.Pod {
 	}
 }
 
-// Shell runs a pod or node block's script given as its first argument
-// (sh -c Shell cairn SCRIPT), as the page's Copy and the exported script do
-// with kubectl exec: under bash when the container or node has it, else
-// sh, with standard error joined to standard output. The values reach it
-// as arguments of env (NAME=VALUE, one argument each), never as text, and
-// it gets no standard input: kubectl exec -i loses a piped script now and
-// then (measured: 1 in 20 runs ran an empty one).
-const Shell = `if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc -euo pipefail -c "$1" 2>&1; else exec sh -eu -c "$1" 2>&1; fi`
+// Shell runs a pod or node block's script, as the page's Copy and the
+// exported script do with kubectl exec: sh -c Shell cairn NAME VALUE ...
+// SCRIPT. Each NAME VALUE pair is exported (a value is one argument, never
+// text), then SCRIPT, the last argument, runs under bash when the
+// container or node has it, else sh, with standard error joined to
+// standard output. It needs nothing but the shell: containers without env
+// (Cilium's agent image) run it too. It gets no standard input: kubectl
+// exec -i loses a piped script now and then (measured: 1 in 20 runs ran an
+// empty one). NAMEs are identifiers (the runbook's parameter and capture
+// names, CAIRN_BLOCK, CAIRN_HOST).
+const Shell = `while [ "$#" -gt 1 ]; do export "$1=$2"; shift 2; done; if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc -euo pipefail -c "$1" 2>&1; else exec sh -eu -c "$1" 2>&1; fi`
 
 // NameChars are the characters a node name or an image reference may hold
 // (a shell case pattern of what is outside them): checked before either

@@ -298,16 +298,16 @@ func (w *builder) remoteInput(refs []string) {
 	w.text(" printf '%s\\n' \"$CAIRN_BODY\"; } |\n    ")
 }
 
-// execArgs is what follows kubectl exec POD --: env with each value one
-// argument, then the shell that runs the body given as an argument
-// (nodepod.Shell); host is the shell expression of CAIRN_HOST.
+// execArgs is what follows kubectl exec POD --: the shell that exports
+// each value given as NAME VALUE arguments and runs the body, the last
+// argument (nodepod.Shell); host is the shell expression of CAIRN_HOST.
 func (w *builder) execArgs(refs []string, host string) string {
 	var b strings.Builder
-	b.WriteString("env")
+	b.WriteString("/bin/sh -c " + runbook.ShellWord(nodepod.Shell) + " cairn")
 	for _, r := range refs {
-		b.WriteString(" " + r + "=\"$" + r + "\"")
+		b.WriteString(" " + r + " \"$" + r + "\"")
 	}
-	b.WriteString(" CAIRN_BLOCK=" + runbook.ShellWord(w.b.ID) + " CAIRN_HOST=" + host + " /bin/sh -c " + runbook.ShellWord(nodepod.Shell) + " cairn \"$CAIRN_BODY\" </dev/null")
+	b.WriteString(" CAIRN_BLOCK " + runbook.ShellWord(w.b.ID) + " CAIRN_HOST " + host + " \"$CAIRN_BODY\" </dev/null")
 	return b.String()
 }
 

@@ -124,8 +124,15 @@ func kubectlStub(args []string, in string) int {
 		if cmd[0] == "nsenter" {
 			cmd = cmd[slices.Index(cmd, "--")+1:]
 		}
+		// A container has a shell and little else (Cilium's agent image has
+		// no env): only the stand-ins are on its PATH.
+		self, _ := exec.LookPath("kubectl")
+		if !strings.Contains(cmd[0], "/") {
+			cmd[0] = filepath.Join(filepath.Dir(self), cmd[0])
+		}
 		c := exec.Command(cmd[0], cmd[1:]...)
 		c.Stdin, c.Stdout, c.Stderr = strings.NewReader(in), os.Stdout, os.Stderr
+		c.Env = append(os.Environ(), "PATH="+filepath.Dir(self))
 		if c.Run() != nil {
 			return 1
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,6 +47,29 @@ type siteBundle struct {
 var siteTools = []string{"bash", "env", "awk", "sed", "grep", "head", "tail", "tr", "cat", "cut", "sort", "wc", "date",
 	"mktemp", "rm", "mv", "mkdir", "chmod", "ls", "dirname", "basename", "id", "hostname", "uname", "timeout", "tee",
 	"base64", "sha256sum", "sleep", "od", "stat", "xargs", "tar", "printf", "seq", "uniq", "diff", "ssh", "scp", "ssh-keygen", "nc", "curl"}
+
+var (
+	siteOnce   sync.Once
+	siteShared *siteBundle
+)
+
+// sharedSiteBundle is the one offline bundle of this test process, made by
+// the first run that needs it (the others wait): every site run uses the
+// same archive, as sites do.
+func sharedSiteBundle(t *testing.T) *siteBundle {
+	t.Helper()
+	siteOnce.Do(func() {
+		dir := filepath.Join(binDir, "airgap")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		siteShared = siteBundleAt(t, dir)
+	})
+	if siteShared == nil {
+		t.Fatal("the offline bundle could not be made (the run that made it says why)")
+	}
+	return siteShared
+}
 
 // siteBundleAt is the bundle unpacked in dir/site, made there first when
 // there is none.

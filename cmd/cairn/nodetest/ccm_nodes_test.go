@@ -367,13 +367,20 @@ func probeLine(out, prefix string) string {
 }
 
 func runCCMOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
-	runCCM(t, sb, dir, podCIDR, "ssh")
+	runCCM(t, sb, dir, podCIDR, "ssh", nil)
+}
+
+// runCCMExported is the air-gapped site's run (airgap_test.go): the CCM
+// script of the offline bundle with bash alone, its node-side blocks over
+// SSH; the provider's part is the test's, as with cairn run.
+func runCCMExported(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
+	runCCM(t, sb, dir, podCIDR, "ssh", sharedSiteBundle(t))
 }
 
 // runCCMOnNodesAPI is runCCMOnNodes with NODE_ACCESS=api: the node-side
 // blocks reach the nodes through the API (target=node), not over SSH.
 func runCCMOnNodesAPI(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
-	runCCM(t, sb, dir, podCIDR, "api")
+	runCCM(t, sb, dir, podCIDR, "api", nil)
 }
 
 // nodeSideBlocks are the CCM runbook's blocks that run on the nodes: over
@@ -381,7 +388,7 @@ func runCCMOnNodesAPI(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string) {
 var nodeSideBlocks = []string{"check-kcm-flags", "backup-kcm-manifest", "write-kcm-config-wildcard", "check-kcm-migration-enabled",
 	"write-ccm-config-wildcard", "check-n1-nodes", "check-ccm-migration-off", "remove-migration-config"}
 
-func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string) {
+func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string, site *siteBundle) {
 	start := time.Now()
 	inv := sb.Inventory()
 	cps := []string{"cp0", "cp1", "cp2"}
@@ -538,8 +545,18 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	runStart := time.Now()
-	err = cairn(ctx, stdin, stdout, &stderr, args...)
-	t.Logf("phase %-28s %6.1fs", "cairn run ccm-leader-migration", time.Since(runStart).Seconds())
+	siteResults := filepath.Join(dir, "ccm-leader-migration.results.jsonl")
+	if site != nil {
+		scriptArgs := []string{"--kubeconfig", kubeconfig, "--ssh-config", inv.SSHConfig}
+		for k, v := range params {
+			scriptArgs = append(scriptArgs, "--param", k+"="+v)
+		}
+		err = site.run(ctx, dir, "ccm-leader-migration.sh", siteResults, scriptArgs, stdin, stdout, &stderr)
+		t.Logf("phase %-28s %6.1fs", "exported ccm-leader-migration.sh", time.Since(runStart).Seconds())
+	} else {
+		err = cairn(ctx, stdin, stdout, &stderr, args...)
+		t.Logf("phase %-28s %6.1fs", "cairn run ccm-leader-migration", time.Since(runStart).Seconds())
+	}
 	if err != nil {
 		stopFollow()
 		waitFollow()
@@ -563,6 +580,9 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string) {
 		}
 	}
 	rb := bundledtest.Parse(t, "ccm-leader-migration.md")
+	if site != nil {
+		site.checkSiteResults(t, rb, params, siteResults, filepath.Join(dir, "site-journal.db"))
+	}
 	executable := 0
 	for _, b := range rb.Blocks {
 		if b.Executable() && b.Target != runbook.TargetManual {

@@ -51,7 +51,7 @@ func runCiliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 // chart; the images came in with the kubeadm run's import of the bundle's
 // OCI layout.
 func runCiliumExported(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
-	ciliumOnNodes(t, sb, dir, siteBundleAt(t, dir))
+	ciliumOnNodes(t, sb, dir, sharedSiteBundle(t))
 }
 
 func ciliumOnNodes(t *testing.T, sb *sandbox.Sandbox, dir string, site *siteBundle) {

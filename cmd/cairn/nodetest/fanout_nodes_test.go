@@ -255,7 +255,7 @@ func (s *startedRun) String() string {
 }
 
 // TestOnRunningNodes runs one of the runbooks the node tests run after a
-// kubeadm run (CAIRN_NODETEST_THEN: fanout, cilium, cilium-export, ccm or ccm-api; default fanout)
+// kubeadm run (CAIRN_NODETEST_THEN: fanout, cilium, cilium-export, ccm, ccm-export or ccm-api; default fanout)
 // on a cluster already built on sandbox nodes (CAIRN_NODETEST_CLUSTER=
 // STATE-DIR, after `cairn sandbox up --nodes` and the kubeadm runbook), to
 // work on it without a kubeadm run each time; CI runs them inside
@@ -266,7 +266,7 @@ func TestOnRunningNodes(t *testing.T) {
 		t.Skip("CAIRN_NODETEST_CLUSTER is unset (CI runs these inside TestBundledKubeadmOnNodes)")
 	}
 	then := map[string]func(*testing.T, *sandbox.Sandbox, string, string){
-		"": runFanOutOnNodes, "fanout": runFanOutOnNodes, "cilium": runCiliumOnNodes, "cilium-export": runCiliumExported, "ccm": runCCMOnNodes, "ccm-api": runCCMOnNodesAPI,
+		"": runFanOutOnNodes, "fanout": runFanOutOnNodes, "cilium": runCiliumOnNodes, "cilium-export": runCiliumExported, "ccm": runCCMOnNodes, "ccm-export": runCCMExported, "ccm-api": runCCMOnNodesAPI,
 	}[os.Getenv("CAIRN_NODETEST_THEN")]
 	if then == nil {
 		t.Fatalf("CAIRN_NODETEST_THEN=%s: want fanout, cilium or ccm", os.Getenv("CAIRN_NODETEST_THEN"))

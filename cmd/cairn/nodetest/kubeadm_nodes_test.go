@@ -58,8 +58,10 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		// The CCM runbook then runs on the control plane this run built:
 		// a kubeadm-built control plane is what it starts from, and
 		// building a second one would cost CI three more minutes. The
-		// longest run, so it starts first.
-		{"stacked-upload", "stacked", "upload", 0, false, runCCMOnNodes},
+		// CCM run is the air-gapped site's: the exported script from the
+		// offline bundle, with bash alone. The longest run, so it starts
+		// first.
+		{"stacked-upload", "stacked", "upload", 0, false, runCCMExported},
 		// The CCM runbook again, its node-side blocks through the API
 		// (NODE_ACCESS=api: target=node), as on a cluster without SSH.
 		{"external-upload", "external", "upload", 3, false, runCCMOnNodesAPI},
@@ -218,7 +220,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported 
 	}
 	var site *siteBundle
 	if exported {
-		site = siteBundleAt(t, dir)
+		site = sharedSiteBundle(t)
 		params["IMAGE_ARCHIVE_DIR"] = filepath.Join(site.root, "images")
 	}
 	if dist == "upload" {
