@@ -98,6 +98,9 @@ func Read(name string, data []byte) (*File, error) {
 		// What only the import may say.
 		r.Site.Imported, r.Site.File, r.Site.Signature, r.Site.Signer = time.Time{}, "", "", ""
 		r.Compacted, r.WriteBack = false, ""
+		// The script writes no captures; a file that carries some would
+		// feed values into later runs here (the journal's captures).
+		r.Captures = nil
 		if r.Status == executor.StatusSkipped {
 			f.Skipped = append(f.Skipped, r)
 			continue

@@ -82,12 +82,13 @@ func TestRead(t *testing.T) {
 		m["site"].(map[string]any)["signature"] = "checked"
 		m["site"].(map[string]any)["signer"] = "ceo@example"
 		m["write_back"] = "written"
+		m["captures"] = map[string]string{"JOIN_TOKEN": "from-the-file"}
 	})
 	f, err = results.Read("r.jsonl", []byte(claim))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if si := f.Records[0].Site; si.Signature != "" || si.Signer != "" || f.Records[0].WriteBack != "" {
+	if si := f.Records[0].Site; si.Signature != "" || si.Signer != "" || f.Records[0].WriteBack != "" || f.Records[0].Captures != nil {
 		t.Errorf("claims kept: %+v", si)
 	}
 }
