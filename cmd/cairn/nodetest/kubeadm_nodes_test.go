@@ -448,7 +448,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported 
 // thenName names the subtest of a run's second runbook.
 func thenName(then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)) string {
 	switch fmt.Sprintf("%p", then) {
-	case fmt.Sprintf("%p", runCiliumOnNodes):
+	case fmt.Sprintf("%p", runCiliumOnNodes), fmt.Sprintf("%p", runCiliumExported):
 		return "cilium-multipool"
 	case fmt.Sprintf("%p", runFanOutOnNodes):
 		return "pods-and-nodes"
