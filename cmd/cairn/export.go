@@ -30,15 +30,15 @@ const exportExamples = `  # A standalone script for one runbook
   # ... carrying the images and charts the runbooks require: versions from a list
   # (kubeadm prints its own), pulled through the site's connected mirror
   kubeadm config images list --kubernetes-version v1.37.2 > images.txt
-  echo quay.io/cilium/cilium:v1.19.1 >> images.txt
+  echo quay.io/cilium/cilium:v1.20.2 >> images.txt
   cairn export --bundle cairn-bundle.tar.gz --images images.txt \
-      --from registry.k8s.io=mirror.internal:5000/k8s --chart cilium/cilium=./cilium-1.19.1.tgz`
+      --from registry.k8s.io=mirror.internal:5000/k8s --chart cilium/cilium=./cilium-1.20.2.tgz`
 
 // bundleArches are the platforms --with-binary builds cairn for.
 var bundleArches = []string{"amd64", "arm64"}
 
 func runExport(ctx context.Context, m *Main, args []string) error {
-	flags := newFlagSet(m, "export", "export RUNBOOK [-o FILE] [--content DIR]\n  cairn export --bundle OUT.tar.gz [--content DIR] [--with-binary]", exportExamples)
+	flags := newFlagSet(m, "export", "export RUNBOOK [-o FILE] [--content DIR]\n  cairn export --bundle OUT.tar.gz [--content DIR] [--with-binary]\n      [--images LIST | --with-images] [--from REGISTRY=MIRROR ...] [--chart NAME=PATH ...] [--omit IMAGE ...]", exportExamples)
 	content := flags.String("content", "content", "content folder (a RUNBOOK given as a slug is looked up here; --bundle packs all of it)")
 	out := flags.String("o", "", "write the script to this file (mode 0755) instead of standard output")
 	bundle := flags.String("bundle", "", "write an offline bundle (tar.gz) of every runbook in --content")

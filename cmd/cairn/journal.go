@@ -34,7 +34,7 @@ const journalExamples = `  # Every run as JSON lines, oldest first, for an audit
 
 // runJournal reads and maintains the run journal.
 func runJournal(ctx context.Context, m *Main, args []string) error {
-	flags := newFlagSet(m, "journal", "journal export|import FILE|check [--journal PATH]", journalExamples)
+	flags := newFlagSet(m, "journal", "journal export|import FILE|check [--journal PATH]\n  cairn journal import RESULTS [--allowed-signers FILE] [--signature SIG] [--bundle BUNDLE] [--content DIR]", journalExamples)
 	content := flags.String("content", "content", "content folder: results are checked against its runbooks (and the journal is its .cairn/journal.db unless --journal)")
 	path := flags.String("journal", "", "the journal database (default CONTENT/.cairn/journal.db)")
 	allowed := flags.String("allowed-signers", "", "import: check the results' signature (FILE.sig) against this OpenSSH allowed signers file; a file without one is refused")
