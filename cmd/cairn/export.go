@@ -145,6 +145,21 @@ func exportBundle(ctx context.Context, m *Main, content, out string, withBinary 
 		extra = fmt.Sprintf(", %s, %s", count(len(in.Images), "image"), count(len(in.Charts), "chart"))
 	}
 	fmt.Fprintf(m.Stderr, "bundled %s and the site (%s%s) → %s (%d bytes)\n", count(len(res.Runbooks), "runbook"), count(len(res.Files), "file"), extra, out, size)
+	if !carry.any() {
+		images, charts := map[string]bool{}, map[string]bool{}
+		for _, rb := range res.Runbooks {
+			for _, im := range rb.Meta.Requires.Images {
+				images[im] = true
+			}
+			for _, c := range rb.Meta.Requires.Charts {
+				charts[c] = true
+			}
+		}
+		if len(images)+len(charts) > 0 {
+			fmt.Fprintf(m.Stderr, "note: the runbooks require %s and %s, and this bundle carries none; to carry them, add --images LIST (and --chart NAME=PATH); see docs/air-gapped.md\n",
+				count(len(images), "image"), count(len(charts), "chart"))
+		}
+	}
 	return nil
 }
 
