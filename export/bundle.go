@@ -184,10 +184,12 @@ func Bundle(w io.Writer, in BundleInput) error {
 	// gzip without name or time in its header; tar entries with fixed
 	// times, owners and modes, directories included, in sorted order.
 	// Image layers are compressed already: a small bundle gets the best
-	// compression, one that carries images the default (4× faster there).
+	// compression; one that carries images, the fastest (measured on the
+	// sandbox's 13 images, 467 MB of blobs: 0.8 s and 0.8 % larger than
+	// the default level's 6.7 s).
 	level := gzip.BestCompression
 	if len(in.Disk) > 0 {
-		level = gzip.DefaultCompression
+		level = gzip.BestSpeed
 	}
 	zw, err := gzip.NewWriterLevel(w, level)
 	if err != nil {

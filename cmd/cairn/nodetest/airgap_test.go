@@ -93,7 +93,9 @@ func siteBundleAt(t *testing.T, dir string) *siteBundle {
 	if err := os.MkdirAll(regDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	reg := testrig.Registry(t, regDir, archives)
+	// The compressed layers are kept beside the sandbox's image cache
+	// (testrig.RegistryCached): a warm run pushes them without compressing.
+	reg := testrig.RegistryCached(t, regDir, filepath.Join(filepath.Dir(sandbox.ImagesDir(bin)), "test-registry-layout"), archives)
 	t.Logf("phase %-28s %6.1fs", "registry seeded", time.Since(start).Seconds())
 	list := filepath.Join(dir, "images.txt")
 	if err := os.WriteFile(list, []byte(strings.Join(refs, "\n")+"\n"), 0o644); err != nil {
