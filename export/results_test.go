@@ -118,9 +118,8 @@ func roundTrip(t *testing.T, r *executor.Record) executor.Record {
 
 type discard struct{ sync.Mutex }
 
-func (*discard) Output(string, []byte)  {}
-func (*discard) Event(executor.Event) {}
-
+func (*discard) Output(string, []byte) {}
+func (*discard) Event(executor.Event)  {}
 
 // TestScriptRefusesContext: a script run against a cluster whose context
 // the runbook does not list stops before the block with a message naming

@@ -2,10 +2,10 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
