@@ -162,3 +162,25 @@ func TestScriptRefusesContext(t *testing.T) {
 		t.Errorf("results: %+v", f.Records)
 	}
 }
+
+// TestResultManyHosts: a block on several hosts is one record with each
+// host's output under its name, in the journal's own form.
+func TestResultManyHosts(t *testing.T) {
+	rb := parse(t, minimal)
+	dir := t.TempDir()
+	res := filepath.Join(dir, "r.jsonl")
+	out, err := harness(t, scriptFor(t, rb), "from a\n", `printf 'from b\n' >"$cairn_tmp/out.1"; cairn_hosts=(a b); cairn_exit=(0 3); cairn_err=('' 'timed out after 5s'); cairn_target=ssh
+cairn_results=$R; cairn_hash=h; cairn_id=b; cairn_t0="$(date -u '+%s.%N %Y-%m-%dT%H:%M:%S.%NZ')"; cairn_result failed 'b: expected exit status 0, got 3'`, "R="+res)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(res)
+	var r executor.Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if r.Output != "── a ──\nfrom a\n── b ──\nfrom b\n" || len(r.Hosts) != 2 || r.Hosts[1].Output != "from b\n" || r.Hosts[1].Exit != 3 ||
+		r.Hosts[1].Error != "timed out after 5s" || r.Where != "a b" || r.Status != executor.StatusFailed {
+		t.Errorf("record %+v", r)
+	}
+}

@@ -77,10 +77,7 @@ cairn_warn() { printf '%s: %s\n' "$cairn_prog" "$*" >&2; }
 cairn_die() {
 	cairn_warn "$*"
 	# A block that could not run is an error in the results, as in the journal.
-	if ((cairn_busy)); then
-		cairn_busy=0
-		cairn_result error "$*"
-	fi
+	cairn_result_open error "$*"
 	exit 1
 }
 cairn_usage_error() {
@@ -92,10 +89,7 @@ cairn_usage_error() {
 # cancelled.
 cairn_stopped() {
 	trap - INT TERM
-	if ((cairn_busy)); then
-		cairn_busy=0
-		cairn_result cancelled cancelled
-	fi
+	cairn_result_open cancelled cancelled
 	exit "$1"
 }
 
@@ -891,14 +885,16 @@ cairn_jstr() { # TEXT: as a JSON string (short texts: names, reasons)
 	printf '"%s"' "$v"
 }
 
-# cairn_jout FILE: FILE's tail, masked, as a JSON string.
-cairn_jout() {
-	[[ -s $1 ]] || {
-		printf '""'
-		return 0
-	}
-	tail -c "$cairn_results_max" -- "$1" | tr -d '\000' | cairn_mask | LC_ALL=C awk "$cairn_awk_jstr"
+# cairn_masked_tail FILE: FILE's last cairn_results_max bytes as the
+# journal keeps them: NUL bytes dropped (bash cannot hold them), secrets
+# masked.
+cairn_masked_tail() {
+	[[ -s $1 ]] || return 0
+	tail -c "$cairn_results_max" -- "$1" | tr -d '\000' | cairn_mask
 }
+
+# cairn_jtext: standard input as one JSON string.
+cairn_jtext() { LC_ALL=C awk "$cairn_awk_jstr"; }
 
 cairn_ns() { # SECONDS.NANOSECONDS -> nanoseconds
 	local t=$1
@@ -958,7 +954,7 @@ cairn_result() {
 			[[ -n ${cairn_err[i]:-} ]] && printf ',"error":%s' "$(cairn_jstr "$(cairn_mask_str "${cairn_err[i]}")")"
 			# Per-host times are not measured here; the block's is.
 			printf ',"duration":0'
-			((n > 1)) && printf ',"output":%s' "$(cairn_jout "$(cairn_out "$i")")"
+			((n > 1)) && printf ',"output":%s' "$(cairn_masked_tail "$(cairn_out "$i")" | cairn_jtext)"
 			printf '}'
 			sep=,
 		done
@@ -974,20 +970,12 @@ cairn_result() {
 			sep=,
 		done
 		printf '},"output":'
-		if ((n == 1)); then
-			cairn_jout "$(cairn_out 0)"
-		elif ((n > 1)); then
-			printf '"'
-			for i in "${!cairn_hosts[@]}"; do
-				{
-					printf '── %s ──\n' "${cairn_hosts[i]}"
-					[[ -s $(cairn_out "$i") ]] && tail -c "$cairn_results_max" -- "$(cairn_out "$i")" | tr -d '\000' | cairn_mask
-				} | LC_ALL=C awk "$cairn_awk_jstr" | sed 's/^"//; s/"$//'
-			done
-			printf '"'
-		else
-			printf '""'
-		fi
+		# One host's output as it is; several, each under its name (as
+		# the journal's record has them).
+		for i in "${!cairn_hosts[@]}"; do
+			((n > 1)) && printf '── %s ──\n' "${cairn_hosts[i]}"
+			cairn_masked_tail "$(cairn_out "$i")"
+		done | cairn_jtext
 		((cairn_attempts)) && printf ',"attempts":%d' "$cairn_attempts"
 		printf ',"site":{"run":%s,"by":%s,"script":%s,"bundle":%s,"source":%s,"version":%s}}\n' \
 			"$(cairn_jstr "$cairn_run_id")" "$(cairn_jstr "$cairn_by")" "$(cairn_jstr "$cairn_self")" "$(cairn_jstr "$cairn_bundle")" \
@@ -996,6 +984,13 @@ cairn_result() {
 	cairn_busy=0
 	# One write of the whole line: a record is either all there or not at all.
 	(umask 077 && cat -- "$cairn_tmp/result.json" >>"$cairn_results") || cairn_warn "cannot write the results file $cairn_results"
+}
+
+# cairn_result_open STATUS REASON: the block under way, if one is and has
+# no result yet, ends with STATUS (a script stopping mid-block).
+cairn_result_open() {
+	((cairn_busy)) || return 0
+	cairn_result "$1" "$2"
 }
 
 # cairn_sign_results: at the end, the results signed with ssh-keygen -Y sign
@@ -1694,7 +1689,7 @@ cairn_resume_hint() {
 cairn_fail_now() { # BLOCK MESSAGE
 	cairn_say "  ✗ $(cairn_mask_str "$2")"
 	cairn_log_line "$cairn_step" "$1" - error "$2"
-	((cairn_busy)) && cairn_result error "$2"
+	cairn_result_open error "$2"
 	printf 'stopped at %s (block "%s", step "%s"); after fixing, resume with:\n  %s\n' "$cairn_source" "$1" "$cairn_step" "$(cairn_resume_hint "$cairn_step")" >&2
 	exit 1
 }
@@ -1729,7 +1724,7 @@ cairn_begin() {
 	cairn_id=$1
 	cairn_target=$2
 	cairn_hash=${4:-}
-	cairn_t0=$(date -u '+%s.%N %Y-%m-%dT%H:%M:%S.%NZ')
+	((cairn_dry)) || cairn_t0=$(date -u '+%s.%N %Y-%m-%dT%H:%M:%S.%NZ')
 	cairn_attempts=0
 	cairn_busy=1
 	cairn_hosts=()
