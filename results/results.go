@@ -40,7 +40,6 @@ type File struct {
 	Name    string
 	Records []executor.Record
 	Skipped []executor.Record // records of skipped blocks: compared, not journaled
-	Sum     string
 }
 
 // IsResults reports whether data (the start of a file) holds results of an
@@ -57,8 +56,6 @@ func IsResults(data []byte) bool {
 // fields an exported script writes. Errors name the file and line.
 func Read(name string, data []byte) (*File, error) {
 	f := &File{Name: name}
-	sum := sha256.Sum256(data)
-	f.Sum = hex.EncodeToString(sum[:])
 	lines := bytes.Split(data, []byte("\n"))
 	ids := map[string]int{}
 	for i, text := range lines {
@@ -113,8 +110,8 @@ func Read(name string, data []byte) (*File, error) {
 	return f, nil
 }
 
-// Changed is a block whose text is not what the script ran.
-type Changed struct {
+// changed is a block whose text is not what the script ran.
+type changed struct {
 	Runbook, Block string
 	Where          string // file:line of the block now, or why it is gone
 }
@@ -127,7 +124,7 @@ func CheckContent(f *File, set *runbook.Set) error {
 	for _, rb := range set.Runbooks {
 		by[rb.Slug] = rb
 	}
-	var changed []Changed
+	var changes []changed
 	seen := map[string]bool{}
 	for _, r := range f.Records {
 		key := r.Runbook + "\x00" + r.Block
@@ -137,27 +134,27 @@ func CheckContent(f *File, set *runbook.Set) error {
 		seen[key] = true
 		rb := by[r.Runbook]
 		if rb == nil {
-			changed = append(changed, Changed{r.Runbook, r.Block, "no runbook " + r.Runbook + " in the content"})
+			changes = append(changes, changed{r.Runbook, r.Block, "no runbook " + r.Runbook + " in the content"})
 			continue
 		}
 		b := rb.BlockByID(r.Block)
 		switch {
 		case b == nil:
-			changed = append(changed, Changed{r.Runbook, r.Block, rb.Path + ": no such block now"})
+			changes = append(changes, changed{r.Runbook, r.Block, rb.Path + ": no such block now"})
 		case b.Hash != r.Hash:
-			changed = append(changed, Changed{r.Runbook, r.Block, fmt.Sprintf("%s:%d", rb.Path, b.Pos.Line)})
+			changes = append(changes, changed{r.Runbook, r.Block, fmt.Sprintf("%s:%d", rb.Path, b.Pos.Line)})
 		}
 	}
-	if len(changed) == 0 {
+	if len(changes) == 0 {
 		return nil
 	}
 	var lines []string
-	for _, c := range changed {
+	for _, c := range changes {
 		lines = append(lines, fmt.Sprintf("%s: block %q (%s)", c.Runbook, c.Block, c.Where))
 	}
 	return fmt.Errorf("%s: results for %d blocks whose text is not what the script ran; nothing imported:\n  %s\n"+
 		"import them with the content the script was exported from, or export and run it again",
-		f.Name, len(changed), strings.Join(lines, "\n  "))
+		f.Name, len(changes), strings.Join(lines, "\n  "))
 }
 
 // Bundle is what CheckBundle needs of an offline bundle.

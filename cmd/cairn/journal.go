@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -58,42 +61,7 @@ func runJournal(ctx context.Context, m *Main, args []string) error {
 		return fmt.Errorf("journal %s: %w (give --journal PATH)", *path, err)
 	}
 	if importing {
-		// Read and check everything before the journal is opened: a file
-		// that is refused leaves no trace.
-		data, err := os.ReadFile(rest[1])
-		if err != nil {
-			return err
-		}
-		if results.IsResults(data) {
-			f, err := checkResults(ctx, m, rest[1], data, *content, *allowed, *sigFile, *bundle)
-			if err != nil {
-				return err
-			}
-			j, err := executor.OpenJournal(*path)
-			if err != nil {
-				return err
-			}
-			defer j.Close()
-			n, err := j.AppendAll(ctx, f.Records)
-			if err != nil {
-				return fmt.Errorf("%s: nothing imported: %w", rest[1], err)
-			}
-			sig := "unsigned"
-			if len(f.Records) > 0 {
-				switch s := f.Records[0].Site; s.Signature {
-				case executor.SignatureChecked:
-					sig = "signature checked: " + s.Signer
-				case executor.SignatureUnchecked:
-					sig = "signed, signature NOT checked (give --allowed-signers)"
-				}
-			}
-			fmt.Fprintf(m.Stderr, "imported %d of %s from %s (%s; %s not journaled; %d already there) into %s\n",
-				n, count(len(f.Records), "result"), rest[1], sig, count(len(f.Skipped), "skipped block"), len(f.Records)-n, *path)
-			return nil
-		}
-		if *allowed != "" || *sigFile != "" || *bundle != "" {
-			return fmt.Errorf("%s: not a results file of an exported script (no \"site\" in its first record); --allowed-signers, --signature and --bundle apply only to those", rest[1])
-		}
+		return importJournal(ctx, m, rest[1], *path, *content, *allowed, *sigFile, *bundle)
 	}
 	j, err := executor.OpenJournal(*path)
 	if err != nil {
@@ -107,18 +75,6 @@ func runJournal(ctx context.Context, m *Main, args []string) error {
 			fmt.Fprintf(m.Stderr, "exported %d runs\n", n)
 		}
 		return err
-	case importing:
-		f, err := os.Open(rest[1])
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		n, err := j.Import(ctx, f)
-		if err != nil {
-			return fmt.Errorf("%s: %w", rest[1], err)
-		}
-		fmt.Fprintf(m.Stderr, "imported %d runs\n", n)
-		return nil
 	case rest[0] == "check" && len(rest) == 1:
 		if err := j.Check(ctx); err != nil {
 			return err
@@ -127,6 +83,68 @@ func runJournal(ctx context.Context, m *Main, args []string) error {
 		return nil
 	}
 	return &usageError{cmd: "journal", msg: fmt.Sprintf("unknown use %q: say export, import FILE or check", rest)}
+}
+
+// importJournal imports name: an exported script's results (checked
+// whole before the journal is opened, so that a refused file leaves no
+// trace), or a JSON-lines journal, streamed (it may be any size). The
+// first line says which.
+func importJournal(ctx context.Context, m *Main, name, path, content, allowed, sigFile, bundle string) error {
+	fh, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	br := bufio.NewReaderSize(fh, 1<<20)
+	first, err := br.ReadBytes('\n')
+	if err != nil && err != io.EOF {
+		return err
+	}
+	if !results.IsResults(first) {
+		if allowed != "" || sigFile != "" || bundle != "" {
+			return fmt.Errorf("%s: not a results file of an exported script (no \"site\" in its first record); --allowed-signers, --signature and --bundle apply only to those", name)
+		}
+		j, err := executor.OpenJournal(path)
+		if err != nil {
+			return err
+		}
+		defer j.Close()
+		n, err := j.Import(ctx, io.MultiReader(bytes.NewReader(first), br))
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(m.Stderr, "imported %d runs\n", n)
+		return nil
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		return err
+	}
+	f, err := checkResults(ctx, m, name, append(first, rest...), content, allowed, sigFile, bundle)
+	if err != nil {
+		return err
+	}
+	j, err := executor.OpenJournal(path)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	n, err := j.AppendAll(ctx, f.Records)
+	if err != nil {
+		return fmt.Errorf("%s: nothing imported: %w", name, err)
+	}
+	sig := "unsigned"
+	if len(f.Records) > 0 {
+		switch s := f.Records[0].Site; s.Signature {
+		case executor.SignatureChecked:
+			sig = "signature checked: " + s.Signer
+		case executor.SignatureUnchecked:
+			sig = "signed, signature NOT checked (give --allowed-signers)"
+		}
+	}
+	fmt.Fprintf(m.Stderr, "imported %d of %s from %s (%s; %s not journaled; %d already there) into %s\n",
+		n, count(len(f.Records), "result"), name, sig, count(len(f.Skipped), "skipped block"), len(f.Records)-n, path)
+	return nil
 }
 
 // checkResults reads an exported script's results file and checks its
