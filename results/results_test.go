@@ -13,6 +13,7 @@ import (
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/results"
 	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/sandbox/testrig"
 )
 
 const src = "---\ntitle: T\n---\n\n## S {#s}\n\n```bash {#a target=local}\necho a\n```\n\n```bash {#b target=local}\necho b\n```\n"
@@ -166,17 +167,8 @@ func TestVerify(t *testing.T) {
 		t.Skip("no ssh-keygen")
 	}
 	dir := t.TempDir()
-	keygen := func(name, comment string) string {
-		k := filepath.Join(dir, name)
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", k).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		return k
-	}
-	ops, mallory := keygen("ops", "ops@site"), keygen("mallory", "m")
-	pub, _ := os.ReadFile(ops + ".pub")
-	allowed := filepath.Join(dir, "allowed")
-	os.WriteFile(allowed, []byte("ops@site "+string(pub)), 0o644)
+	ops, allowed := testrig.Signer(t, dir, "ops@site")
+	mallory, _ := testrig.Signer(t, dir, "m")
 	data := []byte(rec(t, set(t, src), "a", nil))
 	sign := func(key, ns string, data []byte) []byte {
 		cmd := exec.Command("ssh-keygen", "-q", "-Y", "sign", "-f", key, "-n", ns)

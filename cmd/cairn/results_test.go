@@ -54,21 +54,11 @@ func TestResultsRoundTrip(t *testing.T) {
 	}
 	root := filepath.Join(site, "cairn-bundle")
 
-	key, allowed := filepath.Join(tmp, "ops"), filepath.Join(tmp, "allowed_signers")
-	keygen(t, key, "ops@site")
-	pub, _ := os.ReadFile(key + ".pub")
-	os.WriteFile(allowed, []byte("ops@site "+string(pub)), 0o644)
+	key, allowed := testrig.Signer(t, tmp, "ops@site")
 
 	// At the site: bash, coreutils, ssh-keygen; no cairn.
-	bin := filepath.Join(tmp, "bin")
-	os.MkdirAll(bin, 0o755)
-	for _, tool := range []string{"bash", "env", "awk", "sed", "grep", "tail", "tr", "cat", "date", "mktemp", "rm", "mv", "sha256sum", "dirname", "id", "hostname", "uname", "timeout", "tee", "base64", "ssh-keygen", "sleep"} {
-		p, err := exec.LookPath(tool)
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		os.Symlink(p, filepath.Join(bin, tool))
-	}
+	bin := testrig.ToolPath(t, filepath.Join(tmp, "bin"), "bash", "env", "awk", "sed", "grep", "tail", "tr", "cat", "date", "mktemp",
+		"rm", "mv", "sha256sum", "dirname", "id", "hostname", "uname", "timeout", "tee", "base64", "ssh-keygen", "sleep")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	script := filepath.Join(root, "scripts", "site.sh")
@@ -95,10 +85,7 @@ func TestResultsRoundTrip(t *testing.T) {
 	sig, _ := os.ReadFile(res + ".sig")
 	os.WriteFile(tampered+".sig", sig, 0o644)
 
-	other, otherAllowed := filepath.Join(tmp, "other"), filepath.Join(tmp, "other_signers")
-	keygen(t, other, "m@x")
-	opub, _ := os.ReadFile(other + ".pub")
-	os.WriteFile(otherAllowed, []byte("m@x "+string(opub)), 0o644)
+	_, otherAllowed := testrig.Signer(t, tmp, "m@x")
 
 	otherContent := contentDir(t, map[string]string{"site.md": strings.Replace(siteRunbook, "echo checked-at-the-site", "echo changed", 1)})
 	otherBundle := filepath.Join(tmp, "other.tar.gz")
@@ -160,13 +147,6 @@ func TestResultsRoundTrip(t *testing.T) {
 	}
 	if tip := pg.Eval(`document.querySelector("#block-uname .prov-site").title`); !strings.Contains(tip, "bundle MANIFEST sha256") || !strings.Contains(tip, "site.results.jsonl") {
 		t.Errorf("tooltip %q", tip)
-	}
-}
-
-func keygen(t *testing.T, path, comment string) {
-	t.Helper()
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v %s", err, out)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cairn-dev/cairn/mirror"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -141,7 +142,7 @@ func cachedImages(cache string, archives map[string]string) (map[string]v1.Image
 			if err != nil {
 				return nil, fmt.Errorf("%s from %s: %w", ref, archives[ref], err)
 			}
-			if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
+			if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{mirror.AnnotationRefName: ref})); err != nil {
 				return nil, fmt.Errorf("%s: %w", ref, err)
 			}
 		}
@@ -167,7 +168,7 @@ func cachedImages(cache string, archives map[string]string) (map[string]v1.Image
 	}
 	out := map[string]v1.Image{}
 	for _, d := range im.Manifests {
-		ref := d.Annotations["org.opencontainers.image.ref.name"]
+		ref := d.Annotations[mirror.AnnotationRefName]
 		if archives[ref] == "" {
 			continue
 		}

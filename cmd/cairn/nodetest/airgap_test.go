@@ -76,7 +76,7 @@ func sharedSiteBundle(t *testing.T) *siteBundle {
 func siteBundleAt(t *testing.T, dir string) *siteBundle {
 	t.Helper()
 	s := &siteBundle{archive: filepath.Join(dir, "cairn-bundle.tar.gz"), root: filepath.Join(dir, "site", "cairn-bundle"),
-		path: filepath.Join(dir, "site-bin"), key: filepath.Join(dir, "ops-key"), allowed: filepath.Join(dir, "allowed-signers")}
+		path: filepath.Join(dir, "site-bin"), key: filepath.Join(dir, "ops@site.key"), allowed: filepath.Join(dir, "ops@site.allowed")}
 	if _, err := os.Stat(filepath.Join(s.root, "MANIFEST")); err == nil {
 		return s
 	}
@@ -133,34 +133,9 @@ func siteBundleAt(t *testing.T, dir string) *siteBundle {
 	}
 	t.Logf("phase %-28s %6.1fs", "bundle unpacked, verified", time.Since(unpackStart).Seconds())
 
-	if err := os.MkdirAll(s.path, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	link := func(name, target string) {
-		if err := os.Symlink(target, filepath.Join(s.path, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tool := range siteTools {
-		p, err := exec.LookPath(tool)
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		link(tool, p)
-	}
-	// The site's kubectl and helm (the sandbox's builds of the releases).
-	link("kubectl", filepath.Join(bin, "kubectl"))
-	link("helm", filepath.Join(bin, sandbox.BinHelm))
-	if b, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ops@site", "-f", s.key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v %s", err, b)
-	}
-	pub, err := os.ReadFile(s.key + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(s.allowed, []byte("ops@site "+string(pub)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// The site's kubectl and helm are the sandbox's builds of the releases.
+	testrig.ToolPath(t, s.path, append(siteTools, "kubectl="+filepath.Join(bin, "kubectl"), "helm="+filepath.Join(bin, sandbox.BinHelm))...)
+	s.key, s.allowed = testrig.Signer(t, dir, "ops@site")
 	return s
 }
 
