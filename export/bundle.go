@@ -89,16 +89,20 @@ func Bundle(w io.Writer, in BundleInput) error {
 		return err
 	}
 	files := map[string]bundleFile{}
-	add := func(name string, data []byte, mode int64) error {
-		name = path.Clean(name)
-		if strings.HasPrefix(name, "../") || name == ".." || path.IsAbs(name) {
-			return fmt.Errorf("bundle: bad path %q", name)
+	put := func(f bundleFile) error {
+		f.name = path.Clean(f.name)
+		if strings.HasPrefix(f.name, "../") || f.name == ".." || path.IsAbs(f.name) {
+			return fmt.Errorf("bundle: bad path %q", f.name)
 		}
-		if _, dup := files[name]; dup {
-			return fmt.Errorf("bundle: two files at %s", name)
+		if _, dup := files[f.name]; dup {
+			return fmt.Errorf("bundle: two files at %s", f.name)
 		}
-		files[name] = bundleFile{name: name, data: data, mode: mode}
+		files[f.name] = f
 		return nil
+	}
+	add := func(name string, data []byte, mode int64) error {
+		sum := sha256.Sum256(data)
+		return put(bundleFile{name: name, data: data, sum: hex.EncodeToString(sum[:]), size: int64(len(data)), mode: mode})
 	}
 	for p, data := range in.Site {
 		if err := add("site/"+p, data, 0o644); err != nil {
@@ -135,18 +139,12 @@ func Bundle(w io.Writer, in BundleInput) error {
 		errs = append(errs, add("bin/"+name, data, 0o755))
 	}
 	for name, disk := range in.Disk {
-		if err := add(name, nil, 0o644); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		f := files[path.Clean(name)]
 		sum, size, err := fileSum(disk)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("bundle: %s: %w", name, err))
 			continue
 		}
-		f.disk, f.sum, f.size = disk, sum, size
-		files[f.name] = f
+		errs = append(errs, put(bundleFile{name: name, disk: disk, sum: sum, size: size, mode: 0o644}))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -170,14 +168,9 @@ func Bundle(w io.Writer, in BundleInput) error {
 	sort.Strings(names)
 	var manifest strings.Builder
 	for _, n := range names {
-		f := files[n]
-		if f.disk == "" {
-			sum := sha256.Sum256(f.data)
-			f.sum, f.size = hex.EncodeToString(sum[:]), int64(len(f.data))
-		}
-		fmt.Fprintf(&manifest, "%s  %s\n", f.sum, n)
+		fmt.Fprintf(&manifest, "%s  %s\n", files[n].sum, n)
 	}
-	files["MANIFEST"] = bundleFile{name: "MANIFEST", data: []byte(manifest.String()), mode: 0o644}
+	files["MANIFEST"] = bundleFile{name: "MANIFEST", data: []byte(manifest.String()), size: int64(manifest.Len()), mode: 0o644}
 	names = append(names, "MANIFEST")
 	sort.Strings(names)
 
@@ -224,9 +217,6 @@ func Bundle(w io.Writer, in BundleInput) error {
 			continue
 		}
 		f := files[e]
-		if f.disk == "" {
-			f.size = int64(len(f.data))
-		}
 		if err := tw.WriteHeader(hdr(e, f.mode, f.size, tar.TypeReg)); err != nil {
 			return err
 		}
