@@ -474,17 +474,11 @@ func (j *Journal) Import(ctx context.Context, r io.Reader) (int, error) {
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			return n, fmt.Errorf("line %d: %v", line, err)
 		}
-		var exists int
-		if err := j.db.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE id = ?`, rec.ID).Scan(&exists); err != nil {
+		added, err := j.AppendAll(ctx, []Record{rec})
+		n += added
+		if err != nil {
 			return n, err
 		}
-		if exists > 0 {
-			continue
-		}
-		if err := j.Append(rec); err != nil {
-			return n, err
-		}
-		n++
 	}
 	return n, sc.Err()
 }
