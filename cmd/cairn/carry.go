@@ -39,11 +39,16 @@ func (c carryFlags) fetch(ctx context.Context, m *Main, rbs []*runbook.Runbook, 
 	for _, o := range c.omit {
 		omit[strings.TrimSpace(o)] = true
 	}
+	omitted := map[string]bool{}
 	for _, rb := range rbs {
 		for _, im := range rb.Meta.Requires.Images {
-			if omit[strings.TrimSpace(im)] {
-				delete(omit, strings.TrimSpace(im))
-				in.Omitted = append(in.Omitted, strings.TrimSpace(im))
+			im = strings.TrimSpace(im)
+			if omit[im] {
+				// Every runbook that requires it goes without it.
+				if !omitted[im] {
+					omitted[im] = true
+					in.Omitted = append(in.Omitted, im)
+				}
 				continue
 			}
 			required = append(required, im)
@@ -55,11 +60,13 @@ func (c carryFlags) fetch(ctx context.Context, m *Main, rbs []*runbook.Runbook, 
 			}
 		}
 	}
-	if len(omit) > 0 {
-		var names []string
-		for o := range omit {
+	var names []string
+	for o := range omit {
+		if !omitted[o] {
 			names = append(names, o)
 		}
+	}
+	if len(names) > 0 {
 		sort.Strings(names)
 		return &usageError{cmd: "export", msg: fmt.Sprintf("--omit %s: no runbook requires that image (give it as requires.images writes it)", strings.Join(names, ", "))}
 	}

@@ -50,7 +50,9 @@ func TestBundleCarriesImages(t *testing.T) {
 	os.WriteFile(filepath.Join(chart, "templates", "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n"), 0o644)
 	list := filepath.Join(tmp, "images.txt")
 	os.WriteFile(list, []byte("registry.k8s.io/pause:3.10.2\n"), 0o644)
-	content := contentDir(t, map[string]string{"carry.md": carryRunbook})
+	// Two runbooks require busybox: --omit leaves it out of both.
+	content := contentDir(t, map[string]string{"carry.md": carryRunbook,
+		"also.md": "---\ntitle: Also\nrequires:\n  images: [docker.io/library/busybox:1.37]\n---\n\n## S {#s}\n\n```bash {#b target=local}\necho b\n```\n"})
 	from := []string{"--from", "registry.k8s.io=" + reg + "/registry.k8s.io", "--from", "docker.io=" + reg + "/docker.io"}
 
 	out := filepath.Join(tmp, "b.tar.gz")
