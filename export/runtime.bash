@@ -1881,6 +1881,72 @@ cairn_dry_show() { # TITLE TEXT
 	printf '%s\n' "$2" | cairn_mask '    '
 }
 
+# cairn_check_needs: before anything runs, every captured value a selected
+# block reads must be at hand (--capture, or kept by an earlier run) or
+# captured by a block before it that runs with these parameters; else the
+# run stops here and says where to start (executor.UnmetError, same words).
+cairn_check_needs() {
+	local -A known=() seen=()
+	local i j k name first='' firstblock=0 also='' msg froms='' st sets
+	cairn_started=0
+	for i in "${!cairn_nb_ids[@]}"; do
+		cairn_want "${cairn_nb_steps[i]}" || continue
+		[[ -z ${cairn_nb_when[i]} ]] || "${cairn_nb_when[i]}" || continue
+		for name in ${cairn_nb_reads[i]}; do
+			[[ -v known[$name] || -v cairn_cap[$name] ]] && continue
+			known[$name]=1
+			if [[ -z $first ]]; then
+				first=$name
+				firstblock=$i
+			else
+				also+=" \$$name"
+			fi
+		done
+		for name in ${cairn_nb_sets[i]}; do
+			known[$name]=1
+		done
+	done
+	cairn_started=0
+	[[ -n $first ]] || return 0
+	i=$firstblock
+	if [[ -n $cairn_from_step ]]; then
+		msg="cannot start at step \"$cairn_from_step\": "
+	elif [[ -n $cairn_only_step ]]; then
+		msg="cannot run step \"$cairn_only_step\" alone: "
+	else
+		msg="cannot run: "
+	fi
+	msg+="block \"${cairn_nb_ids[i]}\" ($cairn_source:${cairn_nb_lines[i]}) needs \$$first, which no block before it in this run captures"
+	[[ ${cairn_csecret[$first]:-0} == 1 ]] && msg+=" (a secret capture: it is not kept between runs)"
+	for ((j = 0; j < i; j++)); do
+		st=${cairn_nb_steps[j]}
+		[[ -n $st && " ${cairn_nb_sets[j]} " == *" $first "* && ! -v seen[$st] ]] || continue
+		seen[$st]=1
+		if [[ -n ${cairn_nb_when[j]} ]] && ! "${cairn_nb_when[j]}"; then
+			# Another block of the step may capture it with these values.
+			sets=0
+			for k in "${!cairn_nb_ids[@]}"; do
+				[[ ${cairn_nb_steps[k]} == "$st" && " ${cairn_nb_sets[k]} " == *" $first "* ]] || continue
+				[[ -z ${cairn_nb_when[k]} ]] || "${cairn_nb_when[k]}" || continue
+				sets=1
+			done
+			((sets)) || st+=" (block \"${cairn_nb_ids[j]}\" runs when ${cairn_nb_whensrc[j]})"
+		fi
+		froms+="${froms:+, }--from $st"
+	done
+	if [[ -n $froms ]]; then
+		msg+="; start at a step that captures it: $froms; or give it: --capture $first=VALUE"
+	else
+		msg+="; give it: --capture $first=VALUE"
+	fi
+	[[ -n $also ]] && msg+=" (also missing:$also)"
+	if ((cairn_dry)); then
+		cairn_warn "$msg"
+		return 0
+	fi
+	cairn_usage_error "$msg"
+}
+
 # --- command line ------------------------------------------------------------------
 
 cairn_main() {
@@ -1930,6 +1996,7 @@ cairn_main() {
 	if ((!cairn_dry)); then
 		cairn_load_captures
 	fi
+	cairn_check_needs
 	cairn_tmp=$(mktemp -d "${TMPDIR:-/tmp}/cairn-run.XXXXXX") || cairn_die "cannot make a temporary directory"
 	trap cairn_cleanup EXIT
 	trap 'cairn_stopped 130' INT

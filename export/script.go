@@ -185,6 +185,7 @@ func (g *gen) script() error {
 		}
 	}
 	g.steps()
+	g.needsTable()
 	g.list()
 	g.p("cairn_needs_pcre=%d\n\n", boolInt(g.pcre))
 	g.p("cairn_main \"$@\"\n")
@@ -506,13 +507,16 @@ func (g *gen) block(b *runbook.Block) {
 		// reach a terminal or log unredacted.
 		g.fail(b, "redact= patterns cannot be exported yet (secret= captures and secret parameters can)")
 	}
+	if b.When != nil {
+		g.p("%s() { %s; }\n", fn("when", b), b.When.Shell())
+	}
 	g.p("%s() {\n", fn("block", b))
 	if !b.Always {
 		g.p("\tif ((cairn_failed)); then\n\t\treturn 0\n\tfi\n")
 	}
 	g.p("\tcairn_begin %s %s %s %s\n", q(b.ID), q(string(b.Target)), q(g.badge(b)), q(b.Hash))
 	if b.When != nil {
-		g.p("\tif ! %s; then\n\t\tcairn_skip %s %s\n\t\treturn 0\n\tfi\n", b.When.Shell(), q(b.ID), q(oneLine(b.When.Src)))
+		g.p("\tif ! %s; then\n\t\tcairn_skip %s %s\n\t\treturn 0\n\tfi\n", fn("when", b), q(b.ID), q(oneLine(b.When.Src)))
 	}
 	g.p("\tcairn_line=%d\n", b.Pos.Line)
 	g.p("\tcairn_refs=%s\n", q(strings.Join(refs, " ")))
@@ -924,6 +928,45 @@ func (g *gen) steps() {
 		g.p("\tif cairn_want %s; then\n\t\tcairn_step_%d\n\tfi\n", q(s.ID), s.Number)
 	}
 	g.p("\treturn 0\n}\n\n")
+}
+
+// needsTable is what cairn_check_needs reads: for every executable block
+// that is not manual, in document order, its id, step, line, condition
+// (the function that tests it, and its text), the captures it reads and
+// those it sets (executor.Plan.Unmet walks the same).
+func (g *gen) needsTable() {
+	var ids, steps, lines, whens, srcs, reads, sets []string
+	for _, b := range g.rb.Blocks {
+		if !b.Executable() || b.Target == runbook.TargetManual {
+			continue
+		}
+		ids = append(ids, q(b.ID))
+		st := ""
+		if b.Step != nil {
+			st = b.Step.ID
+		}
+		steps = append(steps, q(st))
+		lines = append(lines, strconv.Itoa(b.Pos.Line))
+		w, src := "", ""
+		if b.When != nil {
+			w, src = fn("when", b), oneLine(b.When.Src)
+		}
+		whens, srcs = append(whens, q(w)), append(srcs, q(src))
+		reads = append(reads, q(strings.Join(g.captureNamesOf(g.refs(b)), " ")))
+		var set []string
+		for _, c := range b.Captures {
+			set = append(set, c.Name)
+		}
+		sets = append(sets, q(strings.Join(set, " ")))
+	}
+	g.p("# Blocks as cairn_check_needs sees them: id, step, line, condition, captures read and set.\n")
+	for _, row := range []struct {
+		name string
+		vals []string
+	}{{"ids", ids}, {"steps", steps}, {"lines", lines}, {"when", whens}, {"whensrc", srcs}, {"reads", reads}, {"sets", sets}} {
+		g.p("cairn_nb_%s=(%s)\n", row.name, strings.Join(row.vals, " "))
+	}
+	g.p("\n")
 }
 
 // summary is a step's one-line summary: what its blocks do.

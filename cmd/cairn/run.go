@@ -91,7 +91,8 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		slices.Sort(fromSandbox)
 		fmt.Fprintf(m.Stderr, "executor: from the sandbox: %s\n", strings.Join(fromSandbox, " "))
 	}
-	if _, err := executor.ResolveParams(rb, given); err != nil {
+	values, err := executor.ResolveParams(rb, given)
+	if err != nil {
 		return err
 	}
 	e := x.Engine
@@ -104,6 +105,13 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		prev[k] = v
 	}
 	e.SetCaptures(rb, prev)
+	// A run that would stop at a block for want of a captured value (a
+	// secret one is never kept) is refused before anything runs, saying
+	// where to start instead.
+	sel := executor.Selection{Step: *step, From: *from, Block: *block}
+	if err := executor.UnmetError(rb, sel, values, p.Unmet(values, func(n string) bool { _, ok := prev[n]; return ok })); err != nil {
+		return &usageError{cmd: "run", msg: strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": ")}
+	}
 
 	term := &terminal{m: m, in: bufio.NewReader(m.Stdin), rb: rb}
 	opt := executor.PlanOptions{Params: given, Prompter: term, Yes: *yes}
