@@ -184,3 +184,45 @@ cairn_results=$R; cairn_hash=h; cairn_id=b; cairn_t0="$(date -u '+%s.%N %Y-%m-%d
 		t.Errorf("record %+v", r)
 	}
 }
+
+// TestResultsCutShort: a run killed while it wrote a record leaves a line
+// cut short; the next run drops it, says so, and the file reads whole.
+func TestResultsCutShort(t *testing.T) {
+	rb := parse(t, "---\ntitle: C\n---\n\n## S {#s}\n\n```bash {#a target=local}\necho a\n```\n")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "c.sh")
+	if err := os.WriteFile(script, scriptFor(t, rb), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := filepath.Join(dir, "c.results.jsonl")
+	run := func() string {
+		code, out := runScript(t, dir, script, nil, "", "--results", res)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, out)
+		}
+		return out
+	}
+	run()
+	whole, err := os.ReadFile(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second record, cut short as a kill -9 mid-write leaves it.
+	if err := os.WriteFile(res, append(append([]byte(nil), whole...), whole[:len(whole)/2]...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(); !strings.Contains(out, "dropped the last line of "+res) {
+		t.Errorf("the script did not say it dropped the cut line:\n%s", out)
+	}
+	data, err := os.ReadFile(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := results.Read(res, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Records) != 2 {
+		t.Errorf("%d records, want the first run's and the second's", len(f.Records))
+	}
+}

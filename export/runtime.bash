@@ -919,6 +919,13 @@ cairn_results_init() {
 		[[ -r $cairn_sign ]] || cairn_die "--sign $cairn_sign: no such key file (give a private key, or a public key whose private key ssh-agent holds)"
 	fi
 	(umask 077 && : >>"$cairn_results") || cairn_die "cannot write the results file $cairn_results (give --results FILE)"
+	# A run killed while it wrote a record (kill -9, a power cut) leaves a
+	# line cut short: it is dropped, so that the file stays one whole
+	# record per line for cairn journal import.
+	if [[ -s $cairn_results && $(tail -c 1 -- "$cairn_results" | od -An -tx1) != *0a* ]]; then
+		sed -i '$d' -- "$cairn_results" || cairn_die "cannot repair the results file $cairn_results"
+		cairn_warn "dropped the last line of $cairn_results: an earlier run was stopped while writing it"
+	fi
 }
 
 # cairn_result STATUS [REASON]: appends the block's record (reasons from
