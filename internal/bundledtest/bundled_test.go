@@ -186,18 +186,31 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"watch"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"kube-controller-manager"}, Verbs: []string{"get", "update"}},
 		}
-		if err := retryOnConflict(func() error {
-			r, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
-			if err != nil {
+		setRules := func(rules []rbacv1.PolicyRule) error {
+			return retryOnConflict(func() error {
+				r, err := roles.Get(context.Background(), kcmLockRole, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				r.Rules = rules
+				_, err = roles.Update(context.Background(), r, metav1.UpdateOptions{})
 				return err
-			}
-			r.Rules = older
-			_, err = roles.Update(ctx, r, metav1.UpdateOptions{})
-			return err
-		}); err != nil {
+			})
+		}
+		if err := setRules(older); err != nil {
 			t.Fatal(err)
 		}
-		if canI(t, k, "update", bundledtest.MigrationLease) {
+		// Back to the bootstrap Role for the subtests below, however this
+		// one ends (a skip too: it once left the older Role behind).
+		t.Cleanup(func() {
+			if err := setRules(orig.Rules); err != nil {
+				t.Errorf("restore %s: %v", kcmLockRole, err)
+			}
+			waitCanI(t, k, "update", bundledtest.MigrationLease, true)
+		})
+		// The authorizer sees a Role change through its informer, a moment
+		// later: until then it still answers from the bootstrap Role.
+		if waitCanI(t, k, "update", bundledtest.MigrationLease, false) {
 			t.Skipf("%s may update the migration lease without the Role's rule (another binding grants it): the patching branch cannot be reached here", kcmUser)
 		}
 		rec := b.verify(t, "patch-kcm-lock-role", true)
@@ -217,18 +230,6 @@ func TestBundledCCMLeaseRBAC(t *testing.T) {
 		// Run again, it finds the access and changes nothing.
 		if rec := b.verify(t, "patch-kcm-lock-role", true); !strings.Contains(rec.Output, "already granted") {
 			t.Errorf("a second run did not find the access:\n%s", rec.Output)
-		}
-		// Back to the bootstrap Role for the subtests below.
-		if err := retryOnConflict(func() error {
-			r, err := roles.Get(ctx, kcmLockRole, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			r.Rules = orig.Rules
-			_, err = roles.Update(ctx, r, metav1.UpdateOptions{})
-			return err
-		}); err != nil {
-			t.Fatal(err)
 		}
 	})
 
@@ -386,6 +387,21 @@ func canIAs(t *testing.T, k *testrig.KubeEnv, user, verb, name string) bool {
 		t.Fatal(err)
 	}
 	return sar.Status.Allowed
+}
+
+// waitCanI waits (at most 10 s) until kube-controller-manager's access to
+// lease name for verb is want, and returns the access it has then: RBAC
+// changes reach the authorizer through an informer, not at once.
+func waitCanI(t *testing.T, k *testrig.KubeEnv, verb, name string, want bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := canI(t, k, verb, name)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func retryOnConflict(f func() error) error {
