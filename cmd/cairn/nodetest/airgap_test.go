@@ -1,12 +1,16 @@
 package nodetest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -229,4 +233,79 @@ func countStatus(m map[string]executor.Status, s executor.Status) int {
 		}
 	}
 	return n
+}
+
+// runKilled runs scripts/SCRIPT as run does and kills it (kill -9 of its
+// process group: bash and its ssh clients, as a lost session or a power
+// cut would) as soon as its output matches at. It returns the output's
+// last line at the kill; an error when the script ended before that.
+func (s *siteBundle) runKilled(ctx context.Context, at *regexp.Regexp, home, script, resultsFile string, args []string, stdin io.Reader, stdout *terminal, stderr io.Writer) (string, error) {
+	runCtx, kill := context.WithCancel(ctx)
+	defer kill()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var where string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if m := at.FindString(stdout.String()); m != "" {
+					where = m[strings.LastIndexByte(strings.TrimRight(m, "\n"), '\n')+1:]
+					kill()
+					return
+				}
+			}
+		}
+	}()
+	err := s.run(runCtx, home, script, resultsFile, args, stdin, stdout, stderr)
+	close(done)
+	wg.Wait()
+	if where == "" {
+		return "", fmt.Errorf("%s ended (%v) before its output matched /%s/", script, err, at)
+	}
+	return where, nil
+}
+
+// joinKillPoint is cp2's kubeadm join under way in the exported kubeadm
+// script: cp1 has joined, cp2's static-pod manifests and kubelet
+// configuration are written, the join has not finished.
+var joinKillPoint = regexp.MustCompile(`(?s)\[\d+/\d+\] join-control-plane-manual .*── cp2 ──\n.*\[kubelet-(?:start|check)\][^\n]*\n`)
+
+// resumeKilledJoins is the site's run of the exported kubeadm script,
+// stopped part-way (#31 item 4): killed with -9 during the control-plane
+// joins, then resumed. Started at the join step it refuses before doing
+// anything (the join token is a secret capture, never kept) and says to
+// start at refresh-join-credentials with REFRESH_JOIN=true; resumed there,
+// it issues a new token, cleans up the node whose join the kill cut short
+// (reset-unfinished-joins), skips the node that joined and finishes.
+func resumeKilledJoins(ctx context.Context, t *testing.T, site *siteBundle, dir, resultsFile string, args []string, stdin io.Reader, stdout *terminal, stderr io.Writer) error {
+	t.Helper()
+	start := time.Now()
+	at, err := site.runKilled(ctx, joinKillPoint, dir, "kubeadm-ha.sh", resultsFile, args, stdin, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	t.Logf("phase %-28s %6.1fs (killed at %q)", "exported script killed", time.Since(start).Seconds(), at)
+
+	var out bytes.Buffer
+	err = site.run(ctx, dir, "kubeadm-ha.sh", resultsFile, append(slices.Clone(args), "--from", "join-control-plane"), stdin, &out, &out)
+	var ee *exec.ExitError
+	const hint = `--from refresh-join-credentials (block "refresh-token" runs when REFRESH_JOIN)`
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(out.String(), hint) || strings.Contains(out.String(), "[1/") {
+		t.Errorf("--from join-control-plane without the join token: %v, want exit 2 before any block, naming %s:\n%s", err, hint, out.String())
+	}
+
+	resume := time.Now()
+	fmt.Fprintf(stdout, "\n--- resumed: --from refresh-join-credentials --param REFRESH_JOIN=true ---\n")
+	err = site.run(ctx, dir, "kubeadm-ha.sh", resultsFile, append(slices.Clone(args), "--from", "refresh-join-credentials", "--param", "REFRESH_JOIN=true"),
+		stdin, stdout, stderr)
+	found := regexp.MustCompile(`(?m)^.*\b(cp\d): (not joined yet|joined as a control-plane node|an earlier kubeadm join did not finish.*|unfinished join reset)$`).FindAllString(stdout.String(), -1)
+	t.Logf("phase %-28s %6.1fs; what the kill left, as reset-unfinished-joins found it:\n%s", "resumed", time.Since(resume).Seconds(), strings.Join(found, "\n"))
+	return err
 }

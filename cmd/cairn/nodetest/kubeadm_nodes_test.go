@@ -293,7 +293,9 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported 
 		for k, v := range params {
 			scriptArgs = append(scriptArgs, "--param", k+"="+v)
 		}
-		err = site.run(ctx, dir, "kubeadm-ha.sh", siteResults, scriptArgs, stdin, stdout, &stderr)
+		scriptArgs = append(scriptArgs, "--log", filepath.Join(dir, "kubeadm-ha.log"))
+		err = resumeKilledJoins(ctx, t, site, dir, siteResults, scriptArgs, stdin, stdout, &stderr)
+		params["REFRESH_JOIN"] = "true" // how the run resumed
 		phase("exported kubeadm-ha.sh", runStart)
 	} else {
 		err = cairnWith(ctx, []string{sandbox.EnvStateDir + "=" + sbDir}, stdin, stdout, &stderr, args...)
@@ -329,6 +331,9 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported 
 		want = append(want, "check-stacked-etcd")
 	default:
 		want = append(want, "check-etcd-certs", "prepare-first-cp-pki", "copy-etcd-certs", "check-etcd-health", "write-kubeadm-config")
+	}
+	if site != nil {
+		want = append(want, "reset-unfinished-joins", "refresh-token")
 	}
 	switch dist {
 	case "upload":
