@@ -46,7 +46,18 @@ func TestRunCommand(t *testing.T) {
 	base := []string{"run", path, "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none"), "--journal", filepath.Join(dir, "j.jsonl")}
 	args := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
 
-	code, out, errOut := run(t, args("--yes")...)
+	// Before any run, nothing is kept: from two, block use would stop for
+	// want of $GREETING; refused before anything runs, saying where to start.
+	code, out, errOut := run(t, args("--from", "two", "--yes")...)
+	if code != exitUsage || strings.Contains(out, "[1/") ||
+		!strings.Contains(errOut, `cannot start at step "two": block "use" (`+path+`:24) needs $GREETING, which no block before it in this run captures; start at a step that captures it: --from one; or give it: --capture GREETING=VALUE`) {
+		t.Fatalf("from two before any run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, args("--from", "two", "--yes", "--capture", "GREETING=hello world")...); code != exitFailure || !strings.Contains(out, "got hello world") {
+		t.Fatalf("from two with --capture: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	code, out, errOut = run(t, args("--yes")...)
 	if code != exitFailure || !strings.Contains(out, "✓ verified") || !strings.Contains(out, "skipped: MODE == \"b\" is false") ||
 		!strings.Contains(out, "boom") || !strings.Contains(out, `output does not contain "never"`) ||
 		!strings.Contains(errOut, "resume with: cairn run "+path+" --from three") {
