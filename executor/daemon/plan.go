@@ -86,8 +86,17 @@ func (s *Server) startPlan(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, err := executor.ResolveParams(rb, req.Params); err != nil {
+	values, err := executor.ResolveParams(rb, req.Params)
+	if err != nil {
 		fail(w, http.StatusBadRequest, "bad_param", "%v", err)
+		return
+	}
+	// A plan that would stop at a block for want of a captured value is
+	// refused before anything runs, as cairn run and the scripts refuse it.
+	have := s.Engine.Captures(rb)
+	sel := executor.Selection{Step: req.Step, From: req.From, Block: req.Block}
+	if err := executor.UnmetError(rb, sel, values, p.Unmet(values, func(n string) bool { _, ok := have[n]; return ok })); err != nil {
+		fail(w, http.StatusConflict, "missing_capture", "%s", strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": "))
 		return
 	}
 	ctx, cancel := context.WithCancel(s.base)

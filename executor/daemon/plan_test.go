@@ -36,7 +36,13 @@ type planFixture struct {
 
 func newPlanFixture(t *testing.T, env ...string) *planFixture {
 	t.Helper()
-	rb, err := runbook.Parse("plan.md", []byte(planMD))
+	return newPlanFixtureOf(t, planMD, env...)
+}
+
+// newPlanFixtureOf serves md (slug plan) instead of planMD.
+func newPlanFixtureOf(t *testing.T, md string, env ...string) *planFixture {
+	t.Helper()
+	rb, err := runbook.Parse("plan.md", []byte(md))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,4 +228,33 @@ func FuzzDecodePlanRequest(f *testing.F) {
 			t.Fatalf("accepted an incomplete request: %+v", req)
 		}
 	})
+}
+
+// TestPlanRefusesUnmetCaptures: a plan from a step whose block reads a
+// value no block before it captures (and the session does not have) is
+// refused before anything runs, naming the step to start at; once the
+// step that captures it ran, the same plan runs.
+func TestPlanRefusesUnmetCaptures(t *testing.T) {
+	md := "---\ntitle: p\nslug: plan\n---\n" +
+		"## Prepare {#prepare}\n\n" +
+		"```bash {#a target=local capture.TOKEN='token (\\S+)' secret=TOKEN}\ntouch \"$CAIRN_DIR/a\"; echo token abcdefgh12345678\n```\n\n" +
+		"## Use {#use}\n\n" +
+		"```bash {#b target=local}\ntouch \"$CAIRN_DIR/b\"; test -n \"$TOKEN\"\n```\n"
+	f := newPlanFixtureOf(t, md)
+	code, body, _ := f.do(t, req{method: "POST", path: "/api/plans", body: f.body(`"from":"use"`, ""), header: auth(nil)})
+	if code != 409 || !strings.Contains(body, "missing_capture") || !strings.Contains(body, `needs $TOKEN`) || !strings.Contains(body, "--from prepare") {
+		t.Fatalf("%d %s; want 409 missing_capture naming the step prepare", code, body)
+	}
+	if got := f.ran(); got != "" {
+		t.Fatalf("a refused plan ran %s", got)
+	}
+	if events := f.stream(t, f.start(t, f.body(`"step":"prepare"`, ""))); !strings.Contains(events, "1 verified") {
+		t.Fatalf("step prepare:\n%s", events)
+	}
+	if events := f.stream(t, f.start(t, f.body(`"from":"use"`, ""))); !strings.Contains(events, "1 verified") {
+		t.Fatalf("from use, after prepare ran:\n%s", events)
+	}
+	if got := f.ran(); got != "a,b" {
+		t.Fatalf("ran %s, want a,b", got)
+	}
 }
