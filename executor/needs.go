@@ -82,6 +82,8 @@ func UnmetError(rb *runbook.Runbook, sel Selection, values map[string]string, us
 		fmt.Fprintf(&b, "cannot run step %q alone: ", sel.Step)
 	case sel.Block != "":
 		fmt.Fprintf(&b, "cannot run block %q alone: ", sel.Block)
+	case sel.FromBlock != "":
+		fmt.Fprintf(&b, "cannot start at block %q: ", sel.FromBlock)
 	default:
 		b.WriteString("cannot run: ")
 	}

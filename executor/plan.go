@@ -22,6 +22,9 @@ type Selection struct {
 	Step  string // only this step's blocks
 	From  string // this step and every one after it
 	Block string // only this block
+	// FromBlock: this block and every one after it (the page continues
+	// a plan that stopped at a manual step there).
+	FromBlock string
 }
 
 // ErrSelection means a Selection names no step or block of the runbook.
@@ -37,13 +40,13 @@ type Plan struct {
 // included: the plan stops or asks there).
 func NewPlan(rb *runbook.Runbook, sel Selection) (*Plan, error) {
 	n := 0
-	for _, s := range []string{sel.Step, sel.From, sel.Block} {
+	for _, s := range []string{sel.Step, sel.From, sel.Block, sel.FromBlock} {
 		if s != "" {
 			n++
 		}
 	}
 	if n > 1 {
-		return nil, fmt.Errorf("%w: give only one of a step, a first step and a block", ErrSelection)
+		return nil, fmt.Errorf("%w: give only one of a step, a first step, a block and a first block", ErrSelection)
 	}
 	for _, id := range []string{sel.Step, sel.From} {
 		if id != "" && rb.StepByID(id) == nil {
@@ -55,7 +58,7 @@ func NewPlan(rb *runbook.Runbook, sel Selection) (*Plan, error) {
 		}
 	}
 	p := &Plan{Runbook: rb}
-	started := sel.From == ""
+	started := sel.From == "" && sel.FromBlock == ""
 	for _, b := range rb.Blocks {
 		if !b.Executable() {
 			continue
@@ -72,15 +75,17 @@ func NewPlan(rb *runbook.Runbook, sel Selection) (*Plan, error) {
 			}
 			continue
 		}
-		if !started && b.Step != nil && b.Step.ID == sel.From {
+		if !started && (sel.From != "" && b.Step != nil && b.Step.ID == sel.From || sel.FromBlock != "" && b.ID == sel.FromBlock) {
 			started = true
 		}
 		if started {
 			p.Blocks = append(p.Blocks, b)
 		}
 	}
-	if sel.Block != "" && len(p.Blocks) == 0 {
-		return nil, fmt.Errorf("%w: %s has no executable block %q", ErrSelection, rb.Path, sel.Block)
+	for _, id := range []string{sel.Block, sel.FromBlock} {
+		if id != "" && len(p.Blocks) == 0 {
+			return nil, fmt.Errorf("%w: %s has no executable block %q", ErrSelection, rb.Path, id)
+		}
 	}
 	return p, nil
 }
@@ -215,7 +220,7 @@ func (e *Engine) RunPlan(ctx context.Context, p *Plan, opt PlanOptions, sink Pla
 		}
 		if !b.When.Eval(values) {
 			res.Skipped++
-			sink.Done(Outcome{Block: b, Skip: SkipCondition, Why: b.When.Src + " is false"})
+			sink.Done(Outcome{Block: b, Skip: SkipCondition, Why: conditionFalse(b)})
 			continue
 		}
 		if b.Target == runbook.TargetManual {
@@ -230,11 +235,7 @@ func (e *Engine) RunPlan(ctx context.Context, p *Plan, opt PlanOptions, sink Pla
 		}
 		confirmed := opt.Yes
 		if b.Confirm && !opt.Yes {
-			msg := b.ConfirmMsg
-			if msg == "" || msg == "true" {
-				msg = "this step changes the target"
-			}
-			pr := &Prompt{Block: b, Message: msg, Where: e.WhereShown(rb, b, values), What: CommandShown(rb, b, values)}
+			pr := &Prompt{Block: b, Message: confirmMessage(b), Where: e.WhereShown(rb, b, values), What: CommandShown(rb, b, values)}
 			ok, err := opt.Prompter.Confirm(ctx, pr)
 			switch {
 			case err != nil && res.Failed != nil: // clean-up after a failure: skip it, keep the failure
@@ -274,6 +275,63 @@ func (e *Engine) RunPlan(ctx context.Context, p *Plan, opt PlanOptions, sink Pla
 		}
 	}
 	return res, nil
+}
+
+// conditionFalse is why a block whose when= is false is skipped.
+func conditionFalse(b *runbook.Block) string { return b.When.Src + " is false" }
+
+// confirmMessage is what a person is asked before a block that needs
+// confirmation.
+func confirmMessage(b *runbook.Block) string {
+	if b.ConfirmMsg == "" || b.ConfirmMsg == "true" {
+		return "this step changes the target"
+	}
+	return b.ConfirmMsg
+}
+
+// Planned is one block of a plan as it would go with the given values,
+// before anything runs: what a person confirms once for a whole plan (the
+// page's run-a-step dialog, cairn run --dry-run).
+type Planned struct {
+	Block   *runbook.Block
+	Skip    Skip   // SkipCondition, SkipManual, or "" when it runs
+	Why     string // for a skip, in words
+	Confirm string // the confirmation it asks, if any
+	Where   string // where it runs ("" for a manual step or a skip)
+	What    string // the command it runs, or the manual step's text; secrets masked
+}
+
+// Preview is how RunPlan would go through p with these parameters if
+// every block verified: which blocks run, where, which ask for a
+// confirmation, which are manual and which are skipped and why. A plan that
+// would stop for want of a captured value is an ErrUnmet error (known says
+// which values are at hand).
+func (e *Engine) Preview(p *Plan, sel Selection, params map[string]string, known func(string) bool) ([]Planned, error) {
+	rb := p.Runbook
+	values, err := ResolveParams(rb, params)
+	if err != nil {
+		return nil, err
+	}
+	if err := UnmetError(rb, sel, values, p.Unmet(values, known)); err != nil {
+		return nil, err
+	}
+	out := make([]Planned, 0, len(p.Blocks))
+	for _, b := range p.Blocks {
+		pl := Planned{Block: b}
+		switch {
+		case !b.When.Eval(values):
+			pl.Skip, pl.Why = SkipCondition, conditionFalse(b)
+		case b.Target == runbook.TargetManual:
+			pl.Skip, pl.Why, pl.What = SkipManual, "done by hand", ManualShown(rb, b, values)
+		default:
+			pl.Where, pl.What = e.WhereShown(rb, b, values), CommandShown(rb, b, values)
+			if b.Confirm {
+				pl.Confirm = confirmMessage(b)
+			}
+		}
+		out = append(out, pl)
+	}
+	return out, nil
 }
 
 // ManualShown is a manual step's text with the values filled in, for a

@@ -126,6 +126,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/runbooks/{slug}/target", s.target)
 	mux.HandleFunc("POST /api/runs", s.startRun)
 	mux.HandleFunc("POST /api/plans", s.startPlan)
+	mux.HandleFunc("POST /api/plans/preview", s.previewPlan)
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
 	mux.HandleFunc("GET /api/runs/{id}/events", s.events)

@@ -22,14 +22,17 @@ import (
 // failure, only that clean-up block is skipped); a manual step not marked
 // done stops it too.
 type PlanRequest struct {
-	Runbook string            `json:"runbook"`
-	Step    string            `json:"step,omitempty"`
-	From    string            `json:"from,omitempty"`
-	Block   string            `json:"block,omitempty"`
-	Hashes  map[string]string `json:"hashes"` // every block of the plan, as the page showed it
-	Params  map[string]string `json:"params"`
-	Confirm []string          `json:"confirm"`
-	Done    []string          `json:"done"` // manual steps the reader has done
+	Runbook string `json:"runbook"`
+	Step    string `json:"step,omitempty"`
+	From    string `json:"from,omitempty"`
+	Block   string `json:"block,omitempty"`
+	// FromBlock: this block and the rest (a plan that stopped at a
+	// manual step goes on from there once the reader did it).
+	FromBlock string            `json:"from_block,omitempty"`
+	Hashes    map[string]string `json:"hashes"` // every block of the plan, as the page showed it
+	Params    map[string]string `json:"params"`
+	Confirm   []string          `json:"confirm"`
+	Done      []string          `json:"done"` // manual steps the reader has done
 }
 
 // DecodePlanRequest reads a plan request strictly, as DecodeRunRequest
@@ -44,8 +47,8 @@ func DecodePlanRequest(body io.Reader) (*PlanRequest, error) {
 	if dec.More() {
 		return nil, errors.New("bad request body: data after the JSON object")
 	}
-	if req.Runbook == "" || req.Step == "" && req.From == "" && req.Block == "" {
-		return nil, errors.New("bad request body: runbook and one of step, from and block are required")
+	if req.Runbook == "" || req.Step == "" && req.From == "" && req.Block == "" && req.FromBlock == "" {
+		return nil, errors.New("bad request body: runbook and one of step, from, block and from_block are required")
 	}
 	if len(req.Params) > 256 || len(req.Hashes) > 1024 || len(req.Confirm) > 1024 || len(req.Done) > 1024 {
 		return nil, errors.New("bad request body: too many entries")
@@ -70,33 +73,8 @@ func (s *Server) startPlan(w http.ResponseWriter, r *http.Request) {
 		badBody(w, err)
 		return
 	}
-	rb := s.loaded(w, req.Runbook)
-	if rb == nil {
-		return
-	}
-	p, err := executor.NewPlan(rb, executor.Selection{Step: req.Step, From: req.From, Block: req.Block})
-	if err != nil {
-		fail(w, http.StatusNotFound, "unknown_step", "%v", err)
-		return
-	}
-	// Every block must be the one the page showed, before anything runs.
-	for _, b := range p.Blocks {
-		if req.Hashes[b.ID] != b.Hash {
-			fail(w, http.StatusConflict, "hash_mismatch", "block %q changed since the page was loaded (or the page did not send its hash); reload the page", b.ID)
-			return
-		}
-	}
-	values, err := executor.ResolveParams(rb, req.Params)
-	if err != nil {
-		fail(w, http.StatusBadRequest, "bad_param", "%v", err)
-		return
-	}
-	// A plan that would stop at a block for want of a captured value is
-	// refused before anything runs, as cairn run and the scripts refuse it.
-	have := s.Engine.Captures(rb)
-	sel := executor.Selection{Step: req.Step, From: req.From, Block: req.Block}
-	if err := executor.UnmetError(rb, sel, values, p.Unmet(values, func(n string) bool { _, ok := have[n]; return ok })); err != nil {
-		fail(w, http.StatusConflict, "missing_capture", "%s", strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": "))
+	rb, p, _, ok := s.checkPlan(w, req)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithCancel(s.base)
@@ -139,6 +117,85 @@ func (s *Server) startPlan(w http.ResponseWriter, r *http.Request) {
 		lr.finish(rec)
 	}()
 	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "blocks": ids})
+}
+
+// checkPlan is what a plan request must pass before anything runs (or is
+// previewed): a runbook the daemon loaded, a selection it has, every block
+// as the page showed it, parameters that resolve, and every captured value
+// the plan reads at hand or captured on the way. It answers the request
+// itself when one fails.
+func (s *Server) checkPlan(w http.ResponseWriter, req *PlanRequest) (*runbook.Runbook, *executor.Plan, []executor.Planned, bool) {
+	rb := s.loaded(w, req.Runbook)
+	if rb == nil {
+		return nil, nil, nil, false
+	}
+	sel := executor.Selection{Step: req.Step, From: req.From, Block: req.Block, FromBlock: req.FromBlock}
+	p, err := executor.NewPlan(rb, sel)
+	if err != nil {
+		fail(w, http.StatusNotFound, "unknown_step", "%v", err)
+		return nil, nil, nil, false
+	}
+	// Every block must be the one the page showed, before anything runs.
+	for _, b := range p.Blocks {
+		if req.Hashes[b.ID] != b.Hash {
+			fail(w, http.StatusConflict, "hash_mismatch", "block %q changed since the page was loaded (or the page did not send its hash); reload the page", b.ID)
+			return nil, nil, nil, false
+		}
+	}
+	// A plan that would stop at a block for want of a captured value is
+	// refused before anything runs, as cairn run and the scripts refuse it.
+	have := s.Engine.Captures(rb)
+	planned, err := s.Engine.Preview(p, sel, req.Params, func(n string) bool { _, ok := have[n]; return ok })
+	switch {
+	case errors.Is(err, executor.ErrUnmet):
+		fail(w, http.StatusConflict, "missing_capture", "%s", strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": "))
+		return nil, nil, nil, false
+	case err != nil:
+		fail(w, http.StatusBadRequest, "bad_param", "%v", err)
+		return nil, nil, nil, false
+	}
+	return rb, p, planned, true
+}
+
+// PlannedBlock is one block of POST /api/plans/preview's answer.
+type PlannedBlock struct {
+	Block   string `json:"block"`
+	Step    string `json:"step,omitempty"`
+	Target  string `json:"target"`
+	Skip    string `json:"skip,omitempty"` // condition, manual
+	Why     string `json:"why,omitempty"`
+	Confirm string `json:"confirm,omitempty"`
+	Where   string `json:"where,omitempty"`
+	What    string `json:"what,omitempty"`
+}
+
+// previewPlan answers POST /api/plans/preview (the body of POST
+// /api/plans; confirm and done are not needed) with how the plan would go,
+// block by block, before anything runs: the page shows it in the one
+// confirmation it asks for a whole step. Nothing runs.
+func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request) {
+	if !jsonBody(w, r) {
+		return
+	}
+	req, err := DecodePlanRequest(r.Body)
+	if err != nil {
+		badBody(w, err)
+		return
+	}
+	_, _, planned, ok := s.checkPlan(w, req)
+	if !ok {
+		return
+	}
+	out := make([]PlannedBlock, len(planned))
+	for i, pl := range planned {
+		pb := PlannedBlock{Block: pl.Block.ID, Target: string(pl.Block.Target), Skip: string(pl.Skip), Why: pl.Why,
+			Confirm: pl.Confirm, Where: pl.Where, What: pl.What}
+		if pl.Block.Step != nil {
+			pb.Step = pl.Block.Step.ID
+		}
+		out[i] = pb
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"blocks": out})
 }
 
 // badBody answers a request body that could not be read.

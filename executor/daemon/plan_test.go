@@ -172,7 +172,7 @@ func TestPlanRefused(t *testing.T) {
 		{"no hashes", noHashes, 409, "hash_mismatch"},
 		{"unknown step", f.body(`"step":"nope"`, ""), 404, `has no step \"nope\"`},
 		{"two selections", f.body(`"step":"prepare","block":"a"`, ""), 404, "only one of"},
-		{"no selection", `{"runbook":"plan"}`, 400, "one of step, from and block"},
+		{"no selection", `{"runbook":"plan"}`, 400, "one of step, from, block and from_block"},
 		{"unknown runbook", `{"runbook":"../x","step":"prepare"}`, 404, "unknown_runbook"},
 		{"undeclared param", f.body(`"step":"prepare"`, `,"params":{"X":"1"}`), 400, "bad_param"},
 		{"a script field", f.body(`"step":"prepare"`, `,"script":"rm -rf /"`), 400, "unknown field"},
@@ -256,5 +256,41 @@ func TestPlanRefusesUnmetCaptures(t *testing.T) {
 	}
 	if got := f.ran(); got != "a,b" {
 		t.Fatalf("ran %s, want a,b", got)
+	}
+}
+
+// TestPlanPreview: the preview says how a plan would go before anything
+// runs (what the page's one confirmation for a step lists): each block,
+// where it runs, the confirmation it asks, manual steps and skips; it runs
+// nothing. from_block goes on from a block (after a manual step).
+func TestPlanPreview(t *testing.T) {
+	f := newPlanFixture(t)
+	code, body, _ := f.do(t, req{method: "POST", path: "/api/plans/preview", body: f.body(`"from":"prepare"`, ""), header: auth(nil)})
+	var got struct{ Blocks []daemon.PlannedBlock }
+	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
+		t.Fatalf("%d %s", code, body)
+	}
+	var lines []string
+	for _, b := range got.Blocks {
+		lines = append(lines, b.Block+" "+b.Step+" "+b.Skip+" "+b.Confirm+" "+b.Where)
+	}
+	want := []string{"a prepare   this machine", "b prepare  this changes b this machine", "by-hand change manual  ", "c change   this machine",
+		"d change   this machine", "e change   this machine", "f cleanup   this machine"}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("preview:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if strings.TrimSpace(got.Blocks[2].What) != "edit it by hand" || !strings.Contains(got.Blocks[0].What, `touch "$CAIRN_DIR/a"`) {
+		t.Errorf("what: %+v", got.Blocks)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if f.ran() != "" {
+		t.Fatalf("a preview ran %s", f.ran())
+	}
+	// The plan stopped at the manual step; done by hand, it goes on there.
+	if events := f.stream(t, f.start(t, f.body(`"from_block":"by-hand"`, `,"done":["by-hand"]`))); !strings.Contains(events, `"status":"failed"`) {
+		t.Errorf("from_block by-hand:\n%s", events)
+	}
+	if got := f.ran(); got != "c,d,f" {
+		t.Errorf("from_block by-hand ran %s, want c,d,f", got)
 	}
 }

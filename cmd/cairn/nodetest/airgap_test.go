@@ -197,12 +197,16 @@ func (s *siteBundle) checkSiteResults(t *testing.T, rb *runbook.Runbook, params 
 		t.Fatal(err)
 	}
 	want := planVerdicts(t, rb, params)
+	// A resumed run appends to the file: a block's verdict is its latest.
 	got := map[string]executor.Status{}
+	when := map[string]time.Time{}
 	for _, r := range append(append([]executor.Record(nil), pf.Records...), pf.Skipped...) {
 		if r.Hash != rb.BlockByID(r.Block).Hash {
 			t.Errorf("block %s: the script ran another text than the runbook's", r.Block)
 		}
-		got[r.Block] = r.Status
+		if t0, ok := when[r.Block]; !ok || !r.Start.Before(t0) {
+			got[r.Block], when[r.Block] = r.Status, r.Start
+		}
 	}
 	var diff []string
 	for id, w := range want {
@@ -237,9 +241,9 @@ func countStatus(m map[string]executor.Status, s executor.Status) int {
 
 // runKilled runs scripts/SCRIPT as run does and kills it (kill -9 of its
 // process group: bash and its ssh clients, as a lost session or a power
-// cut would) as soon as its output matches at. It returns the output's
-// last line at the kill; an error when the script ended before that.
-func (s *siteBundle) runKilled(ctx context.Context, at *regexp.Regexp, home, script, resultsFile string, args []string, stdin io.Reader, stdout *terminal, stderr io.Writer) (string, error) {
+// cut would) as soon as at, polled every 200 ms, says so. It returns what
+// at said; an error when the script ended before that.
+func (s *siteBundle) runKilled(ctx context.Context, at func() (string, bool), home, script, resultsFile string, args []string, stdin io.Reader, stdout, stderr io.Writer) (string, error) {
 	runCtx, kill := context.WithCancel(ctx)
 	defer kill()
 	done := make(chan struct{})
@@ -248,15 +252,15 @@ func (s *siteBundle) runKilled(ctx context.Context, at *regexp.Regexp, home, scr
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
+		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
-				if m := at.FindString(stdout.String()); m != "" {
-					where = m[strings.LastIndexByte(strings.TrimRight(m, "\n"), '\n')+1:]
+				if w, ok := at(); ok {
+					where = w
 					kill()
 					return
 				}
@@ -267,15 +271,10 @@ func (s *siteBundle) runKilled(ctx context.Context, at *regexp.Regexp, home, scr
 	close(done)
 	wg.Wait()
 	if where == "" {
-		return "", fmt.Errorf("%s ended (%v) before its output matched /%s/", script, err, at)
+		return "", fmt.Errorf("%s ended (%v) before the point where it was to be killed", script, err)
 	}
 	return where, nil
 }
-
-// joinKillPoint is cp2's kubeadm join under way in the exported kubeadm
-// script: cp1 has joined, cp2's static-pod manifests and kubelet
-// configuration are written, the join has not finished.
-var joinKillPoint = regexp.MustCompile(`(?s)\[\d+/\d+\] join-control-plane-manual .*── cp2 ──\n.*\[kubelet-(?:start|check)\][^\n]*\n`)
 
 // resumeKilledJoins is the site's run of the exported kubeadm script,
 // stopped part-way (#31 item 4): killed with -9 during the control-plane
@@ -284,14 +283,28 @@ var joinKillPoint = regexp.MustCompile(`(?s)\[\d+/\d+\] join-control-plane-manua
 // start at refresh-join-credentials with REFRESH_JOIN=true; resumed there,
 // it issues a new token, cleans up the node whose join the kill cut short
 // (reset-unfinished-joins), skips the node that joined and finishes.
-func resumeKilledJoins(ctx context.Context, t *testing.T, site *siteBundle, dir, resultsFile string, args []string, stdin io.Reader, stdout *terminal, stderr io.Writer) error {
+func resumeKilledJoins(ctx context.Context, t *testing.T, site *siteBundle, sshConfig, dir, resultsFile string, args []string, stdin io.Reader, stdout *terminal, stderr io.Writer) error {
 	t.Helper()
 	start := time.Now()
-	at, err := site.runKilled(ctx, joinKillPoint, dir, "kubeadm-ha.sh", resultsFile, args, stdin, stdout, stderr)
+	// The kill point: cp2's join under way (cp1 joined), its static-pod
+	// manifests written, the node not yet marked control-plane. Watched
+	// on the node itself, where its kubeadm is killed first: the node's
+	// side of a lost session, and a join cut short for certain (kubeadm
+	// left alone may finish the join before it next writes to the dead
+	// session and dies of SIGPIPE). Then the script, with -9.
+	joining := regexp.MustCompile(`(?s)\[\d+/\d+\] join-control-plane-manual .*── cp2 ──`)
+	at := func() (string, bool) {
+		if !joining.MatchString(stdout.String()) {
+			return "", false
+		}
+		out, _ := onNode(sshConfig, "cp2", "[ -e /etc/kubernetes/manifests/kube-apiserver.yaml ] && pkill -9 -x kubeadm && echo 'kubeadm killed after writing its manifests:' $(ls /etc/kubernetes)", 5*time.Second)
+		return strings.TrimSpace(out), strings.Contains(out, "kubeadm killed")
+	}
+	where, err := site.runKilled(ctx, at, dir, "kubeadm-ha.sh", resultsFile, args, stdin, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	t.Logf("phase %-28s %6.1fs (killed at %q)", "exported script killed", time.Since(start).Seconds(), at)
+	t.Logf("phase %-28s %6.1fs (cp2: %s)", "exported script killed", time.Since(start).Seconds(), where)
 
 	var out bytes.Buffer
 	err = site.run(ctx, dir, "kubeadm-ha.sh", resultsFile, append(slices.Clone(args), "--from", "join-control-plane"), stdin, &out, &out)
@@ -305,7 +318,16 @@ func resumeKilledJoins(ctx context.Context, t *testing.T, site *siteBundle, dir,
 	fmt.Fprintf(stdout, "\n--- resumed: --from refresh-join-credentials --param REFRESH_JOIN=true ---\n")
 	err = site.run(ctx, dir, "kubeadm-ha.sh", resultsFile, append(slices.Clone(args), "--from", "refresh-join-credentials", "--param", "REFRESH_JOIN=true"),
 		stdin, stdout, stderr)
-	found := regexp.MustCompile(`(?m)^.*\b(cp\d): (not joined yet|joined as a control-plane node|an earlier kubeadm join did not finish.*|unfinished join reset)$`).FindAllString(stdout.String(), -1)
+	after := stdout.String()
+	after = after[strings.LastIndex(after, "--- resumed:"):]
+	found := regexp.MustCompile(`(?m)\b(cp\d): (not joined yet|joined as a control-plane node|an earlier kubeadm join did not finish.*|unfinished join reset)$`).FindAllString(after, -1)
 	t.Logf("phase %-28s %6.1fs; what the kill left, as reset-unfinished-joins found it:\n%s", "resumed", time.Since(resume).Seconds(), strings.Join(found, "\n"))
+	// cp1 had joined: left alone and skipped; cp2's cut join: reset, joined again.
+	for _, want := range []string{"cp1: joined as a control-plane node", "cp1: already joined as a control-plane node; kubeadm join skipped",
+		"cp2: unfinished join reset", "This node has joined the cluster and a new control plane instance was created"} {
+		if !strings.Contains(after, want) {
+			t.Errorf("the resumed run did not say %q", want)
+		}
+	}
 	return err
 }

@@ -294,7 +294,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported 
 			scriptArgs = append(scriptArgs, "--param", k+"="+v)
 		}
 		scriptArgs = append(scriptArgs, "--log", filepath.Join(dir, "kubeadm-ha.log"))
-		err = resumeKilledJoins(ctx, t, site, dir, siteResults, scriptArgs, stdin, stdout, &stderr)
+		err = resumeKilledJoins(ctx, t, site, inv.SSHConfig, dir, siteResults, scriptArgs, stdin, stdout, &stderr)
 		params["REFRESH_JOIN"] = "true" // how the run resumed
 		phase("exported kubeadm-ha.sh", runStart)
 	} else {
