@@ -298,7 +298,7 @@ type Planned struct {
 	Why     string // for a skip, in words
 	Confirm string // the confirmation it asks, if any
 	Where   string // where it runs ("" for a manual step or a skip)
-	What    string // the command it runs, or the manual step's text; secrets masked
+	What    string // the block's text under the parameter values it reads (or the manual step's, filled in); secrets masked
 }
 
 // Preview is how RunPlan would go through p with these parameters if
@@ -324,7 +324,7 @@ func (e *Engine) Preview(p *Plan, sel Selection, params map[string]string, known
 		case b.Target == runbook.TargetManual:
 			pl.Skip, pl.Why, pl.What = SkipManual, "done by hand", ManualShown(rb, b, values)
 		default:
-			pl.Where, pl.What = e.WhereShown(rb, b, values), CommandShown(rb, b, values)
+			pl.Where, pl.What = e.WhereShown(rb, b, values), bodyShown(rb, b, values)
 			if b.Confirm {
 				pl.Confirm = confirmMessage(b)
 			}
@@ -332,6 +332,29 @@ func (e *Engine) Preview(p *Plan, sel Selection, params map[string]string, known
 		out = append(out, pl)
 	}
 	return out, nil
+}
+
+// bodyShown is a block's text as written, under one comment line with the
+// values of the parameters it reads (secret ones masked): what a dry run
+// shows. Filling values into the text would misquote them where the text
+// quotes them itself.
+func bodyShown(rb *runbook.Runbook, b *runbook.Block, values map[string]string) string {
+	var with []string
+	for _, ref := range b.Refs {
+		p := rb.ParamByName(ref)
+		if p == nil {
+			continue
+		}
+		v := values[ref]
+		if p.Secret && v != "" {
+			v = Mask
+		}
+		with = append(with, ref+"="+runbook.ShellWord(v))
+	}
+	if len(with) == 0 {
+		return b.Content
+	}
+	return "# with " + strings.Join(with, " ") + "\n" + b.Content
 }
 
 // ManualShown is a manual step's text with the values filled in, for a

@@ -23,7 +23,10 @@ const runExamples = `  # Run every step of a runbook against the sandbox
   cairn run kubeadm-ha --step init-first-cp --param LOAD_BALANCER_DNS=lb.example.org
 
   # Resume after a failure, answering yes to confirmations
-  cairn run cilium-multipool --from restart-remaining --yes`
+  cairn run cilium-multipool --from restart-remaining --yes
+
+  # See what a run would do, block by block, without running anything
+  cairn run kubeadm-ha --from join-control-plane --dry-run`
 
 func runRun(ctx context.Context, m *Main, args []string) error {
 	flags := newFlagSet(m, "run", "run RUNBOOK [--step ID | --from ID | --block ID] [--param K=V ...] [--yes]", runExamples)
@@ -32,6 +35,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	from := flags.String("from", "", "start at this step and run the rest")
 	block := flags.String("block", "", "run only this block")
 	yes := flags.Bool("yes", false, "answer yes to every confirmation and pass manual steps")
+	dryRun := flags.Bool("dry-run", false, "print what would run, where, and what is skipped and why, then stop (nothing runs)")
 	var params, captures stringList
 	flags.Var(&params, "param", "parameter value NAME=VALUE (repeatable)")
 	flags.Var(&captures, "capture", "value an earlier run captured, NAME=VALUE (repeatable; non-secret ones are taken from the journal)")
@@ -91,8 +95,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		slices.Sort(fromSandbox)
 		fmt.Fprintf(m.Stderr, "executor: from the sandbox: %s\n", strings.Join(fromSandbox, " "))
 	}
-	values, err := executor.ResolveParams(rb, given)
-	if err != nil {
+	if _, err := executor.ResolveParams(rb, given); err != nil {
 		return err
 	}
 	e := x.Engine
@@ -109,8 +112,16 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	// secret one is never kept) is refused before anything runs, saying
 	// where to start instead.
 	sel := executor.Selection{Step: *step, From: *from, Block: *block}
-	if err := executor.UnmetError(rb, sel, values, p.Unmet(values, func(n string) bool { _, ok := prev[n]; return ok })); err != nil {
+	planned, err := e.Preview(p, sel, given, func(n string) bool { _, ok := prev[n]; return ok })
+	if errors.Is(err, executor.ErrUnmet) {
 		return &usageError{cmd: "run", msg: strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": ")}
+	}
+	if err != nil {
+		return err
+	}
+	if *dryRun {
+		printPlan(m.Stdout, rb, planned)
+		return nil
 	}
 
 	term := &terminal{m: m, in: bufio.NewReader(m.Stdin), rb: rb}
@@ -341,6 +352,43 @@ func (s *termSink) Event(ev executor.Event) {
 	case "host-end":
 		if ev.Message != "" {
 			fmt.Fprintf(s.w, "  %s: %s\n", ev.Host, ev.Message)
+		}
+	}
+}
+
+// printPlan is cairn run --dry-run: each block of the plan as it would go,
+// the command it would run (values filled in, secrets masked) indented
+// under it.
+func printPlan(w io.Writer, rb *runbook.Runbook, planned []executor.Planned) {
+	runs := 0
+	for _, pl := range planned {
+		if pl.Skip == "" {
+			runs++
+		}
+	}
+	fmt.Fprintf(w, "dry run of %s: %d of %s would run; nothing runs now\n", rb.Path, runs, count(len(planned), "block"))
+	step := ""
+	for i, pl := range planned {
+		b := pl.Block
+		if b.Step != nil && b.Step.ID != step {
+			step = b.Step.ID
+			fmt.Fprintf(w, "\n== %s (%s)\n", b.Step.Title, step)
+		}
+		fmt.Fprintf(w, "[%d/%d] %s  ", i+1, len(planned), b.ID)
+		switch pl.Skip {
+		case executor.SkipCondition:
+			fmt.Fprintf(w, "skipped: %s\n", pl.Why)
+			continue
+		case executor.SkipManual:
+			fmt.Fprintf(w, "manual step, done by hand:\n")
+		default:
+			fmt.Fprintf(w, "%s\n", pl.Where)
+			if pl.Confirm != "" {
+				fmt.Fprintf(w, "  asks first: %s\n", pl.Confirm)
+			}
+		}
+		for _, line := range strings.Split(strings.TrimRight(pl.What, "\n"), "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
 		}
 	}
 }

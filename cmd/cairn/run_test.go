@@ -84,6 +84,8 @@ func TestRunCommand(t *testing.T) {
 		{[]string{"--param", "WHO"}, exitUsage, "use NAME=VALUE"},
 		{[]string{"--step", "one", "--from", "two"}, exitUsage, "only one of"},
 		{[]string{"--block", "use"}, exitOK, "got hello world"},
+		{[]string{"--dry-run", "--param", "WHO=moon"}, exitOK, "dry run of " + path + ": 4 of 5 blocks would run; nothing runs now\n\n== one (one)\n[1/5] hello  this machine\n    # with WHO=moon\n    echo \"hello $WHO\"\n\n== two (two)\n[2/5] only-b  skipped: MODE == \"b\" is false\n"},
+		{[]string{"--dry-run", "--step", "three"}, exitOK, "[1/2] danger  this machine\n  asks first: this step changes the target\n"},
 	} {
 		code, out, errOut := run(t, args(tc.extra...)...)
 		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
