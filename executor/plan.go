@@ -45,7 +45,9 @@ func NewPlan(rb *runbook.Runbook, sel Selection) (*Plan, error) {
 			n++
 		}
 	}
-	if n > 1 {
+	// A step and a first block in it: the rest of that step (a plan of one
+	// step going on after a manual step).
+	if n > 1 && !(n == 2 && sel.Step != "" && sel.FromBlock != "") {
 		return nil, fmt.Errorf("%w: give only one of a step, a first step, a block and a first block", ErrSelection)
 	}
 	for _, id := range []string{sel.Step, sel.From} {
@@ -70,7 +72,10 @@ func NewPlan(rb *runbook.Runbook, sel Selection) (*Plan, error) {
 			}
 			continue
 		case sel.Step != "":
-			if b.Step != nil && b.Step.ID == sel.Step {
+			if sel.FromBlock != "" && b.ID == sel.FromBlock {
+				started = true
+			}
+			if b.Step != nil && b.Step.ID == sel.Step && (sel.FromBlock == "" || started) {
 				p.Blocks = append(p.Blocks, b)
 			}
 			continue

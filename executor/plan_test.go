@@ -124,6 +124,22 @@ func TestRunPlan(t *testing.T) {
 			want: []string{"last: verified"},
 			res:  "1/0/1 -",
 		},
+		{
+			name:    "the rest of a step, from the manual step it stopped at",
+			sel:     executor.Selection{Step: "two", FromBlock: "by-hand"},
+			confirm: map[string]bool{"change": true},
+			want:    []string{"by-hand: manual (done by hand)", "breaks: failed", `after: after-failure (block "breaks" failed (only always=true blocks run after a failure))`},
+			asked:   1,
+			res:     "0/0/3 breaks",
+		},
+		{
+			name:    "from a block to the end",
+			sel:     executor.Selection{FromBlock: "after"},
+			confirm: map[string]bool{"cleanup": true},
+			want:    []string{"after: verified", "cleanup: verified", "last: verified"},
+			asked:   1,
+			res:     "3/0/3 -",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, rb, _ := setupWith(t, planRunbook)
@@ -180,6 +196,8 @@ func TestNewPlanErrors(t *testing.T) {
 		{executor.Selection{From: "nope"}, `has no step "nope"`},
 		{executor.Selection{Block: "nope"}, `t.md has no executable block "nope"`},
 		{executor.Selection{Step: "one", Block: "first"}, "only one of"},
+		{executor.Selection{From: "one", FromBlock: "first"}, "only one of"},
+		{executor.Selection{FromBlock: "nope"}, `t.md has no executable block "nope"`},
 	} {
 		_, err := executor.NewPlan(rb, tc.sel)
 		if !errors.Is(err, executor.ErrSelection) || !strings.Contains(err.Error(), tc.want) {

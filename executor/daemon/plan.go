@@ -164,6 +164,7 @@ type PlannedBlock struct {
 	Target  string `json:"target"`
 	Skip    string `json:"skip,omitempty"` // condition, manual
 	Why     string `json:"why,omitempty"`
+	When    string `json:"when,omitempty"` // the condition, for a page to say why in its language
 	Confirm string `json:"confirm,omitempty"`
 	Where   string `json:"where,omitempty"`
 	What    string `json:"what,omitempty"`
@@ -192,6 +193,9 @@ func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request) {
 			Confirm: pl.Confirm, Where: pl.Where, What: pl.What}
 		if pl.Block.Step != nil {
 			pb.Step = pl.Block.Step.ID
+		}
+		if pl.Skip == executor.SkipCondition {
+			pb.When = pl.Block.When.Src
 		}
 		out[i] = pb
 	}

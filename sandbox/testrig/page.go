@@ -3,6 +3,7 @@ package testrig
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -59,5 +60,18 @@ func (p *Page) Run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
 	if _, err := chromedp.Run(p.ctx, chromedp.Steps(actions...)); err != nil {
 		p.Fail(what, err)
+	}
+}
+
+// Screenshot writes the page as it is now, at 1280×900, to file.
+func (p *Page) Screenshot(file string) {
+	p.t.Helper()
+	p.Run("viewport for a screenshot", chromedp.EmulateViewport(1280, 900), chromedp.Sleep(300*time.Millisecond))
+	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.Fail("screenshot", err)
+	}
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		p.t.Fatal(err)
 	}
 }

@@ -425,6 +425,266 @@
     });
   }
 
+  // ---------- plans: run a step, run from here ----------
+  // Each step gets "Run this step" and "Run from here". One confirmation
+  // lists every block the plan goes through as the executor would take it
+  // (POST /api/plans/preview: where each runs, which ask first, which are
+  // manual, which are skipped and why); the reader confirms once, ticks the
+  // manual steps already done, and the plan runs (POST /api/plans), each
+  // block streaming into its own result box. It stops at the first failure
+  // and at a manual step not done, which the bar names with a button that
+  // goes on from there once it is done.
+  var planBar = null, planBusy = false;
+  function planParams() {
+    var params = {};
+    var vals = window.Cairn.values({ secrets: true });
+    Object.keys(vals).forEach(function (k) {
+      var v = vals[k];
+      if (v === true || v === false) v = String(v);
+      if (v != null && v !== "") params[k] = String(v);
+    });
+    return params;
+  }
+  function planHashes() {
+    var h = {};
+    $$(".cb[data-block][data-hash]").forEach(function (b) { h[b.getAttribute("data-block")] = b.getAttribute("data-hash"); });
+    return h;
+  }
+  function initPlans() {
+    $$("section.step[data-step]").forEach(function (step) {
+      var title = $(".step-title", step);
+      if (!title || $(".step-run", title)) return;
+      if (!$(".cb[data-block][data-target]", step)) return;
+      var id = step.getAttribute("data-step");
+      var box = el("span", "step-run");
+      [["step", T("run_step", "Run this step")], ["from", T("run_from_here", "Run from here")]].forEach(function (kv) {
+        var b = el("button", "step-run-" + kv[0], kv[1]);
+        b.type = "button";
+        b.setAttribute("data-plan", kv[0]);
+        b.addEventListener("click", function (e) {
+          e.preventDefault();
+          e.stopPropagation();
+          var sel = {};
+          sel[kv[0]] = id;
+          planPreview(sel, kv[0] === "step" ? T("plan_title_step", "Run this step?") : T("plan_title_from", "Run from this step to the end?"));
+        });
+        box.appendChild(b);
+      });
+      var anchor = $("a.anchor", title);
+      title.insertBefore(box, anchor);
+    });
+    setPlanButtons();
+  }
+  function setPlanButtons() {
+    $$(".step-run button").forEach(function (b) { b.disabled = planBusy || !up; });
+  }
+  function planBody(sel, extra) {
+    var body = { runbook: slug, hashes: planHashes(), params: planParams() };
+    Object.keys(sel).forEach(function (k) { body[k] = sel[k]; });
+    Object.keys(extra || {}).forEach(function (k) { body[k] = extra[k]; });
+    return body;
+  }
+  function planPreview(sel, title) {
+    if (planBusy) return;
+    api("/plans/preview", { method: "POST", body: JSON.stringify(planBody(sel)) }).then(json).then(function (p) {
+      return planConfirm(title, p.blocks || []).then(function (answer) {
+        if (answer) planStart(sel, answer);
+      });
+    }).catch(function (err) { planMessage("error", reasonText(err.message || String(err))); });
+  }
+  // planConfirm shows the plan and resolves with the answers ({confirm,
+  // done}) or null.
+  function planConfirm(title, blocks) {
+    return new Promise(function (resolve) {
+      var dlg = el("dialog", "confirm-run confirm-plan");
+      dlg.setAttribute("aria-labelledby", "confirm-plan-title");
+      var h = el("h2", null, title);
+      h.id = "confirm-plan-title";
+      dlg.appendChild(h);
+      var runs = blocks.filter(function (b) { return !b.skip; }).length;
+      dlg.appendChild(el("p", "plan-sum", T("plan_sum", "%d of %d blocks run; each stops the plan if it fails.").replace("%d", runs).replace("%d", blocks.length)));
+      var ol = el("ol", "plan-list");
+      var confirm = [], manual = [];
+      blocks.forEach(function (b) {
+        var li = el("li", "plan-item plan-" + (b.skip || "run"));
+        li.setAttribute("data-block", b.block);
+        var blockEl = doc.getElementById("block-" + b.block);
+        var name = blockEl && $(".cb-title", blockEl) ? $(".cb-title", blockEl).textContent.trim() : "";
+        var head = el("div", "plan-head");
+        head.appendChild(el("code", "plan-id", b.block));
+        if (name && name !== b.block) head.appendChild(el("span", "plan-name", name));
+        li.appendChild(head);
+        if (b.skip === "condition") {
+          li.appendChild(el("div", "plan-why", b.when ? T("plan_cond_false", "skipped, false with the chosen values: ") + b.when : T("plan_skipped", "skipped: ") + b.why));
+        } else if (b.skip === "manual") {
+          var lab = el("label", "plan-done");
+          var cb = el("input");
+          cb.type = "checkbox";
+          cb.value = b.block;
+          manual.push(cb);
+          lab.appendChild(cb);
+          lab.appendChild(doc.createTextNode(" " + T("plan_manual_done", "a step done by hand; tick it if it is done already (else the plan stops there)")));
+          li.appendChild(lab);
+        } else {
+          // Where it runs in the page's words (whereFor), else the executor's.
+          var where = blockEl ? whereFor(blockEl).map(function (kv) { return kv[0] + ": " + kv[1]; }).join(", ") : "";
+          li.appendChild(el("div", "plan-where", where || b.where || ""));
+          if (b.confirm) {
+            confirm.push(b.block);
+            li.appendChild(el("div", "plan-confirm", T("plan_asks", "changes its target: ") + b.confirm));
+          }
+        }
+        ol.appendChild(li);
+      });
+      dlg.appendChild(ol);
+      var row = el("div", "confirm-actions");
+      var no = el("button", "confirm-no", T("cancel", "Cancel"));
+      var yes = el("button", "confirm-yes", T("plan_run", "Run %d blocks").replace("%d", runs));
+      no.type = yes.type = "button";
+      yes.disabled = runs === 0;
+      row.appendChild(no);
+      row.appendChild(yes);
+      dlg.appendChild(row);
+      doc.body.appendChild(dlg);
+      var answered = false;
+      function answer(v) {
+        if (answered) return;
+        answered = true;
+        if (dlg.open) dlg.close();
+        dlg.remove();
+        resolve(v);
+      }
+      no.addEventListener("click", function () { answer(null); });
+      yes.addEventListener("click", function () {
+        answer({ confirm: confirm, done: manual.filter(function (c) { return c.checked; }).map(function (c) { return c.value; }) });
+      });
+      dlg.addEventListener("close", function () { answer(null); });
+      if (dlg.showModal) dlg.showModal(); else dlg.setAttribute("open", "");
+      no.focus();
+    });
+  }
+  function planMessage(kind, text, action) {
+    if (!planBar) {
+      planBar = el("div", "plan-bar");
+      planBar.setAttribute("role", "status");
+      planBar.setAttribute("aria-live", "polite");
+      doc.body.appendChild(planBar);
+    }
+    planBar.innerHTML = "";
+    planBar.className = "plan-bar plan-" + kind;
+    planBar.appendChild(el("span", "plan-text", text));
+    if (action) planBar.appendChild(action);
+    if (kind !== "running") {
+      var close = el("button", "plan-close", "×");
+      close.type = "button";
+      close.setAttribute("aria-label", T("close", "Close"));
+      close.addEventListener("click", function () { planBar.remove(); planBar = null; });
+      planBar.appendChild(close);
+    }
+  }
+  function planStart(sel, answer) {
+    planBusy = true;
+    setPlanButtons();
+    api("/plans", { method: "POST", body: JSON.stringify(planBody(sel, answer)) }).then(json).then(function (started) {
+      return planFollow(started.id, sel, answer);
+    }).catch(function (err) {
+      planMessage("error", reasonText(err.message || String(err)));
+    }).then(function () {
+      planBusy = false;
+      setPlanButtons();
+    });
+  }
+  // planFollow reads the plan's stream: each block as it comes up (its own
+  // run followed into its result box), skips, and the end.
+  function planFollow(id, sel, answer) {
+    var cancel = el("button", "plan-cancel", T("cancel", "Cancel"));
+    cancel.type = "button";
+    cancel.addEventListener("click", function () { api("/runs/" + id + "/cancel", { method: "POST" }); });
+    planMessage("running", T("plan_starting", "starting…"), cancel);
+    var cur = null, failed = null, follows = [];
+    return api("/runs/" + id + "/events").then(function (resp) {
+      if (!resp.ok) return json(resp);
+      var reader = resp.body.getReader(), dec = new TextDecoder(), buf = "", result = null;
+      function handle(name, d) {
+        if (name === "next") {
+          cur = d.block;
+          planMessage("running", T("plan_at", "%d/%d: ").replace("%d", d.n).replace("%d", d.total) + d.block, cancel);
+        } else if (name === "block") {
+          var b = doc.getElementById("block-" + d.block);
+          if (b) follows.push(follow(d.run, b, runningUI(b)));
+        } else if (name === "outcome" && d.status && d.status !== "verified" && !failed) {
+          failed = d.block;
+        } else if (name === "outcome" && d.skip && d.skip !== "condition") {
+          var sb = doc.getElementById("block-" + d.block);
+          if (sb) {
+            var box = resultBox(sb);
+            box.innerHTML = "";
+            box.className = "cb-result";
+            box.setAttribute("data-status", d.skip === "manual" ? "manual" : "skipped");
+            var why = { manual: T("plan_manual_ok", "done by hand"), "after-failure": T("plan_after_failure", "not run: an earlier block failed"),
+              unconfirmed: T("plan_unconfirmed", "not run: not confirmed") }[d.skip] || T("plan_skipped", "skipped: ") + d.why;
+            box.appendChild(el("p", "cb-skip", why));
+            box.title = d.why || "";
+          }
+        } else if (name === "done") {
+          result = d;
+        }
+      }
+      function pump() {
+        return reader.read().then(function (r) {
+          if (r.done) return result;
+          buf += dec.decode(r.value, { stream: true });
+          var i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            var chunk = buf.slice(0, i), name = "message", data = [];
+            buf = buf.slice(i + 2);
+            chunk.split("\n").forEach(function (line) {
+              if (line.indexOf("event: ") === 0) name = line.slice(7);
+              else if (line.indexOf("data: ") === 0) data.push(line.slice(6));
+            });
+            if (data.length) { try { handle(name, JSON.parse(data.join("\n"))); } catch (e) { /* not JSON */ } }
+          }
+          return result ? result : pump();
+        });
+      }
+      return pump();
+    }).then(function (rec) {
+      return Promise.all(follows).then(function () { return rec; });
+    }).then(function (rec) {
+      if (!rec) throw new Error(T("stream_lost", "the connection to the executor ended before the run did"));
+      var sum = (rec.output || "").trim();
+      var cb = cur && doc.getElementById("block-" + cur);
+      if (rec.status === "verified") {
+        planMessage("verified", T("plan_done", "done: ") + sum);
+      } else if (rec.status === "error" && cb && cb.getAttribute("data-target") === "manual") {
+        // Stopped at a manual step: once it is done, go on from there.
+        var go = el("button", "plan-continue", T("plan_continue", "Done — continue"));
+        go.type = "button";
+        var manualID = cur;
+        cb.classList.add("cb-waiting");
+        go.addEventListener("click", function () {
+          cb.classList.remove("cb-waiting");
+          var next = { from_block: manualID };
+          if (sel.step) next.step = sel.step;
+          planStart(next, { confirm: answer.confirm, done: (answer.done || []).concat([manualID]) });
+        });
+        planMessage("manual", T("plan_stopped_manual", "stopped at a step done by hand: ") + manualID, go);
+        cb.scrollIntoView({ block: "center" });
+      } else if (rec.status === "cancelled") {
+        planMessage("cancelled", T("plan_cancelled", "stopped: cancelled"));
+      } else if (rec.status === "failed" && failed) {
+        var fb = doc.getElementById("block-" + failed);
+        var st = fb && fb.closest("section.step");
+        var stTitle = st && $(".step-text", st) ? $(".step-text", st).textContent.trim() : "";
+        planMessage("failed", T("plan_failed", "stopped at a failure: ") + failed +
+          (stTitle ? " — " + T("plan_resume", "fix it, then run again from step '%s'").replace("%s", stTitle) : ""));
+        if (fb) fb.scrollIntoView({ block: "center" });
+      } else {
+        planMessage("failed", T("plan_error", "stopped: ") + (rec.reasons || []).map(reasonText).join("; "));
+      }
+    });
+  }
+
   // ---------- start ----------
   // Every page (index, runbooks, 404) takes the token from the fragment and
   // keeps it for the tab (sessionStorage survives navigation), so the URL
@@ -481,6 +741,7 @@
       showTargets(current);
       if (slug && (!was || first)) {
         if (window.Cairn && window.Cairn.enableRun) window.Cairn.enableRun(run);
+        initPlans();
         loadResults(!first).catch(function () {});
       }
       var key = JSON.stringify(current);
@@ -490,6 +751,7 @@
       }
     }).catch(function (err) {
       up = false;
+      setPlanButtons();
       var why = err.message || String(err);
       pill("off", T("exec_offline", "Executor not reachable") + ": " + why);
       if (window.Cairn && window.Cairn.disableRun) {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+)
+
+// planPage has what a plan goes through: a block that runs, one its
+// condition skips, one that asks first, a manual step, a failure.
+const planPage = "---\ntitle: 계획 시험\nslug: plantest\nlang: ko\nparams:\n  - name: MODE\n    type: enum\n    values: [a, b]\n    default: a\n---\n" +
+	"## 하나 {#one}\n\n" +
+	"```bash {#first target=local expect.contains=first}\necho first\n```\n\n" +
+	"```bash {#only-b target=local when='MODE == \"b\"'}\necho b\n```\n\n" +
+	"```bash {#change target=local confirm=\"무언가를 바꿉니다\"}\necho changed\n```\n\n" +
+	"## 둘 {#two}\n\n" +
+	"```text {#by-hand target=manual}\n손으로 파일을 고칩니다\n```\n\n" +
+	"```bash {#after-hand target=local}\necho after-hand\n```\n\n" +
+	"## 셋 {#three}\n\n" +
+	"```bash {#breaks target=local expect.contains=never}\necho nope\n```\n\n" +
+	"```bash {#not-reached target=local}\necho not-reached\n```\n"
+
+// TestPagePlanRunsFromHere: in real Chromium against cairn serve, "Run
+// from here" on the first step shows one confirmation listing every block
+// as the executor would take it (where, asks first, manual, skipped and
+// why, in Korean), runs them, stops at the manual step with a button to go
+// on, and stops again at the failure, naming it; the blocks after it do
+// not run. Three clicks for seven blocks.
+func TestPagePlanRunsFromHere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser")
+	}
+	bctx := testrig.Browser(t)
+	content := contentDir(t, map[string]string{"plantest.md": planPage})
+	base, token, serr := startServe(t, "--content", content, "--sandbox", "no", "--journal", filepath.Join(t.TempDir(), "journal.db"))
+	pg := testrig.NewPage(t, bctx, 90*time.Second, serr,
+		`(document.querySelector(".plan-bar")||{}).textContent + " | " + Array.from(document.querySelectorAll(".cb-result")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 200)).join(" || ")`)
+	pg.Run("open the page", chromedp.Navigate(base+"plantest/#cairn-token="+token))
+	pg.Poll("the step buttons", `document.querySelector("#one .step-run-from:not(:disabled)")`, 20*time.Second)
+	if got := pg.Eval(`document.querySelector("#one .step-run-from").textContent + "|" + document.querySelector("#one .step-run-step").textContent`); got != "여기부터 끝까지|이 단계 실행" {
+		t.Errorf("step buttons %q", got)
+	}
+
+	pg.Run("run from here", chromedp.Click(chromedp.CSS(`#one .step-run-from`)))
+	pg.Poll("the plan's confirmation", `document.querySelector("dialog.confirm-plan[open] .plan-item")`, 10*time.Second)
+	items := pg.Eval(`Array.from(document.querySelectorAll(".plan-item")).map(li => li.getAttribute("data-block") + " " + li.className.replace("plan-item ", "") + " " + li.textContent.replace(/\s+/g, " ")).join("\n")`)
+	for _, want := range []string{
+		"first plan-run first", "only-b plan-condition only-b", `건너뜀, 고른 값에서 거짓인 조건: MODE == "b"`,
+		"change plan-run change", "대상을 바꾸는 블록: 무언가를 바꿉니다", "by-hand plan-manual", "이미 했다면 체크하세요",
+		"after-hand plan-run", "breaks plan-run", "not-reached plan-run", "이 컴퓨터",
+	} {
+		if !strings.Contains(items, want) {
+			t.Errorf("the plan's list lacks %q:\n%s", want, items)
+		}
+	}
+	if got := pg.Eval(`document.querySelector("dialog.confirm-plan .confirm-yes").textContent + "|" + document.querySelector(".plan-sum").textContent`); !strings.HasPrefix(got, "블록 5개 실행|블록 5개를 실행해요(모두 7개)") {
+		t.Errorf("the confirmation says %q", got)
+	}
+	if *screenshots {
+		pg.Screenshot("../../docs/screenshot-plan.png")
+	}
+	pg.Run("confirm the plan", chromedp.Click(chromedp.CSS(`dialog.confirm-plan .confirm-yes`)))
+
+	pg.Poll("the plan stops at the manual step", `document.querySelector(".plan-bar.plan-manual .plan-continue")`, 30*time.Second)
+	if got := pg.Eval(`[".cb-verified#block-first", ".cb-verified#block-change", "#block-after-hand .cb-result[data-status]"].map(s => !!document.querySelector(s)).join(",")`); got != "true,true,false" {
+		t.Errorf("before the manual step: first, change verified and after-hand not run: %s", got)
+	}
+	if got := pg.Eval(`document.querySelector(".plan-bar").textContent`); !strings.Contains(got, "사람이 직접 하는 단계에서 멈췄어요") || !strings.Contains(got, "by-hand") {
+		t.Errorf("plan bar: %q", got)
+	}
+
+	if *screenshots {
+		pg.Screenshot("../../docs/screenshot-plan-manual.png")
+	}
+	pg.Run("the manual step is done: continue", chromedp.Click(chromedp.CSS(`.plan-bar .plan-continue`)))
+	pg.Poll("the plan stops at the failure", `document.querySelector(".plan-bar.plan-failed")`, 30*time.Second)
+	if got := pg.Eval(`document.querySelector(".plan-bar").textContent`); !strings.Contains(got, "실패해서 멈췄어요: breaks") || !strings.Contains(got, "고친 뒤 '셋' 단계부터 다시 실행하세요") {
+		t.Errorf("plan bar after the failure: %q", got)
+	}
+	if got := pg.Eval(`["#block-after-hand.cb-verified", "#block-breaks.cb-failed", "#block-not-reached .cb-result[data-status=running]", "#block-not-reached.cb-verified"].map(s => !!document.querySelector(s)).join(",")`); got != "true,true,false,false" {
+		t.Errorf("after-hand verified, breaks failed, not-reached never run: %s", got)
+	}
+	if got := pg.Eval(`(document.querySelector("#block-not-reached .cb-result")||{}).textContent || ""`); !strings.Contains(got, "실행 안 함: 앞 블록이 실패했어요") {
+		t.Errorf("the box of the block after the failure: %q", got)
+	}
+	if got := pg.Eval(`(document.querySelector("#block-by-hand .cb-result")||{}).textContent || ""`); !strings.Contains(got, "직접 함") {
+		t.Errorf("the manual step's box: %q", got)
+	}
+}
+
