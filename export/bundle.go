@@ -375,13 +375,19 @@ func words(items []reqItem) string {
 func (r reqs) mirrorScript() string {
 	return `#!/usr/bin/env bash
 # Run on a machine WITH network access, then carry OUT_DIR to the site.
+# (cairn export --bundle --images LIST carries the images in the bundle
+# itself; this is for a machine without cairn.)
 #
 #   ./mirror.sh [--out DIR] [--registry MIRROR/PREFIX] [--tag IMAGE=TAG ...]
+#               [--from REGISTRY=MIRROR ...] [--plain-http] [--images-only]
 #
 # Images: copied with skopeo (or docker/podman pull + save) into DIR/images as
-# docker-archive tarballs, or straight into your mirror registry with --registry.
-# Images listed without a tag need --tag IMAGE=TAG (the version your cluster
-# runs); otherwise "latest" is taken, with a warning.
+# docker-archive tarballs named as the runbooks name them, or straight into your
+# mirror registry with --registry. --from pulls a registry's images from a
+# mirror of it (--from registry.k8s.io=mirror.internal:5000/k8s), --plain-http
+# talks to such a mirror without TLS (skopeo only). Images listed without a tag
+# need --tag IMAGE=TAG (the version your cluster runs); otherwise "latest" is
+# taken, with a warning.
 # Charts: helm pull into DIR/charts (add the chart repositories first).
 # Binaries: listed in DIR/binaries.txt; fetch the versions you run.
 set -u -o pipefail
@@ -392,13 +398,22 @@ binaries=(` + words(r.binaries) + `)
 
 out=./cairn-mirror
 registry=''
-declare -A tags=()
+tls=true
+only=0
+declare -A tags=() from=()
 while (($# > 0)); do
 	case $1 in
 	--out) out=${2:?--out needs a folder}; shift ;;
 	--registry) registry=${2:?--registry needs MIRROR/PREFIX}; shift ;;
 	--tag) tags[${2%%=*}]=${2#*=}; shift ;;
-	-h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+	--from)
+		[[ ${2:-} == ?*=?* ]] || { echo "mirror.sh: --from needs REGISTRY=MIRROR" >&2; exit 2; }
+		from[${2%%=*}]=${2#*=}
+		shift
+		;;
+	--plain-http) tls=false ;;
+	--images-only) only=1 ;;
+	-h | --help) sed -n '2,20p' "$0"; exit 0 ;;
 	*) echo "mirror.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -418,43 +433,56 @@ ref() { # IMAGE -> IMAGE:TAG
 	fi
 }
 
+src() { # IMAGE:TAG -> where to pull it from (a --from mirror of its registry)
+	local r=$1 reg=${1%%/*}
+	if [[ -v from[$reg] ]]; then
+		printf '%s/%s' "${from[$reg]}" "${r#*/}"
+	else
+		printf '%s' "$r"
+	fi
+}
+
 for img in "${images[@]}"; do
 	r=$(ref "$img")
+	s=$(src "$r")
 	file="$out/images/$(printf '%s' "$r" | tr '/:@' '___').tar"
+	if [[ $s == "$r" ]]; then echo "mirror.sh: $r" >&2; else echo "mirror.sh: $r (from $s)" >&2; fi
 	if [[ -n $registry ]]; then
 		dest="$registry/${r#*/}"
 		if command -v skopeo >/dev/null; then
-			skopeo copy --all "docker://$r" "docker://$dest" || status=1
+			skopeo copy --all --src-tls-verify="$tls" --dest-tls-verify="$tls" "docker://$s" "docker://$dest" || status=1
 		elif command -v docker >/dev/null; then
-			{ docker pull "$r" && docker tag "$r" "$dest" && docker push "$dest"; } || status=1
+			{ docker pull "$s" && docker tag "$s" "$dest" && docker push "$dest"; } || status=1
 		else
 			echo "mirror.sh: need skopeo or docker for $r" >&2
 			status=1
 		fi
 	elif command -v skopeo >/dev/null; then
-		skopeo copy "docker://$r" "docker-archive:$file:$r" || status=1
+		rm -f -- "$file"
+		skopeo copy --src-tls-verify="$tls" "docker://$s" "docker-archive:$file:$r" || status=1
 	elif command -v docker >/dev/null; then
-		{ docker pull "$r" && docker save -o "$file" "$r"; } || status=1
+		{ docker pull "$s" && docker tag "$s" "$r" && docker save -o "$file" "$r"; } || status=1
 	elif command -v podman >/dev/null; then
-		{ podman pull "$r" && podman save -o "$file" "$r"; } || status=1
+		{ podman pull "$s" && podman tag "$s" "$r" && podman save -o "$file" "$r"; } || status=1
 	else
 		echo "mirror.sh: need skopeo, docker or podman for $r" >&2
 		status=1
 	fi
 done
 
-for chart in "${charts[@]}"; do
-	if command -v helm >/dev/null; then
-		helm pull "$chart" --destination "$out/charts" || status=1
-	else
-		echo "mirror.sh: need helm for $chart" >&2
-		status=1
+if ((!only)); then
+	for chart in "${charts[@]}"; do
+		if command -v helm >/dev/null; then
+			helm pull "$chart" --destination "$out/charts" || status=1
+		else
+			echo "mirror.sh: need helm for $chart" >&2
+			status=1
+		fi
+	done
+	if ((${#binaries[@]} > 0)); then
+		printf '%s\n' "${binaries[@]}" >"$out/binaries.txt"
+		echo "mirror.sh: fetch these binaries yourself (see $out/binaries.txt): ${binaries[*]}"
 	fi
-done
-
-if ((${#binaries[@]} > 0)); then
-	printf '%s\n' "${binaries[@]}" >"$out/binaries.txt"
-	echo "mirror.sh: fetch these binaries yourself (see $out/binaries.txt): ${binaries[*]}"
 fi
 exit "$status"
 `

@@ -85,6 +85,31 @@ func TestBundleCarriesImages(t *testing.T) {
 	} else if testrig.InCI() {
 		t.Error("no skopeo (scripts/ci-deps.sh installs it)")
 	}
+	// mirror.sh, for a connected machine without cairn: skopeo pulls the
+	// same images from the registry's mirror into docker archives named
+	// as the runbooks name them, which skopeo reads back.
+	if sk, err := exec.LookPath("skopeo"); err == nil {
+		mout := filepath.Join(tmp, "mirror")
+		cmd := exec.Command("bash", filepath.Join(root, "mirror.sh"), "--out", mout, "--images-only", "--plain-http",
+			"--tag", "registry.k8s.io/pause=3.10.2", "--from", "registry.k8s.io="+reg+"/registry.k8s.io", "--from", "docker.io="+reg+"/docker.io")
+		b, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(b), "mirror.sh: registry.k8s.io/pause:3.10.2 (from "+reg+"/registry.k8s.io/pause:3.10.2)") {
+			t.Errorf("mirror.sh: %v\n%s", err, b)
+		}
+		t.Logf("mirror.sh:\n%s", b)
+		for _, f := range []string{"registry.k8s.io_pause_3.10.2.tar", "docker.io_library_busybox_1.37.tar"} {
+			arch := filepath.Join(mout, "images", f)
+			if b, err := exec.Command(sk, "inspect", "docker-archive:"+arch).CombinedOutput(); err != nil || !strings.Contains(string(b), `"Digest": "sha256:`) {
+				t.Errorf("skopeo inspect %s: %v\n%s", f, err, b)
+			}
+		}
+		// A mirror without the image: a failure naming it, exit 1.
+		cmd = exec.Command("bash", filepath.Join(root, "mirror.sh"), "--out", mout, "--images-only", "--plain-http",
+			"--tag", "registry.k8s.io/pause=9.9", "--from", "registry.k8s.io="+reg+"/registry.k8s.io", "--from", "docker.io="+reg+"/docker.io")
+		if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "registry.k8s.io/pause:9.9") {
+			t.Errorf("mirror.sh with a missing image: %v\n%s", err, b)
+		}
+	}
 	var hauler []map[string]any
 	raw, _ := os.ReadFile(filepath.Join(root, "hauler-manifest.yaml"))
 	for _, doc := range strings.Split(string(raw), "\n---\n") {
