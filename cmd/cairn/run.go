@@ -120,11 +120,21 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if *dryRun {
-		printPlan(m.Stdout, rb, planned)
+		printPlan(m.Stdout, rb, planned, true)
 		return nil
 	}
-
 	term := &terminal{m: m, in: bufio.NewReader(m.Stdin), rb: rb}
+	// At a terminal, the plan first, then one question: a person sees what
+	// runs where before anything does (scripts and --yes go straight on).
+	if !*yes && isTerminal(m.Stdin) && len(planned) > 1 {
+		printPlan(m.Stdout, rb, planned, false)
+		fmt.Fprintf(m.Stdout, "\nStart? Blocks that change things still ask one by one. [y/N] ")
+		line, _ := term.in.ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			return fmt.Errorf("not started (see the whole plan with --dry-run)")
+		}
+	}
+
 	opt := executor.PlanOptions{Params: given, Prompter: term, Yes: *yes}
 	if ef.writeBack || rb.Meta.WriteBack {
 		opt.WriteBack = func(rb *runbook.Runbook, rec *executor.Record) (*runbook.Runbook, error) {
@@ -357,16 +367,20 @@ func (s *termSink) Event(ev executor.Event) {
 }
 
 // printPlan is cairn run --dry-run: each block of the plan as it would go,
-// the command it would run (values filled in, secrets masked) indented
-// under it.
-func printPlan(w io.Writer, rb *runbook.Runbook, planned []executor.Planned) {
+// with bodies the text it would run (under the values it reads, secrets
+// masked) indented under it.
+func printPlan(w io.Writer, rb *runbook.Runbook, planned []executor.Planned, bodies bool) {
 	runs := 0
 	for _, pl := range planned {
 		if pl.Skip == "" {
 			runs++
 		}
 	}
-	fmt.Fprintf(w, "dry run of %s: %d of %s would run; nothing runs now\n", rb.Path, runs, count(len(planned), "block"))
+	if bodies {
+		fmt.Fprintf(w, "dry run of %s: %d of %s would run; nothing runs now\n", rb.Path, runs, count(len(planned), "block"))
+	} else {
+		fmt.Fprintf(w, "plan of %s: %d of %s run\n", rb.Path, runs, count(len(planned), "block"))
+	}
 	step := ""
 	for i, pl := range planned {
 		b := pl.Block
@@ -380,12 +394,15 @@ func printPlan(w io.Writer, rb *runbook.Runbook, planned []executor.Planned) {
 			fmt.Fprintf(w, "skipped: %s\n", pl.Why)
 			continue
 		case executor.SkipManual:
-			fmt.Fprintf(w, "manual step, done by hand:\n")
+			fmt.Fprintf(w, "manual step, done by hand\n")
 		default:
 			fmt.Fprintf(w, "%s\n", pl.Where)
 			if pl.Confirm != "" {
 				fmt.Fprintf(w, "  asks first: %s\n", pl.Confirm)
 			}
+		}
+		if !bodies {
+			continue
 		}
 		for _, line := range strings.Split(strings.TrimRight(pl.What, "\n"), "\n") {
 			fmt.Fprintf(w, "    %s\n", line)

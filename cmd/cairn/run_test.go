@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/cairn-dev/cairn/runbook"
 )
@@ -295,5 +300,60 @@ func TestTermSinkEndsOpenLines(t *testing.T) {
 	one.endLines()
 	if got, want := b.String(), "  │ ok\n"; got != want {
 		t.Errorf("one target: got %q, want %q", got, want)
+	}
+}
+
+// TestRunAsksFirstAtATerminal: at a terminal, cairn run shows the plan
+// (each block, where, what is skipped and why) and asks once before
+// anything runs; no answer but y starts nothing.
+func TestRunAsksFirstAtATerminal(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "runtest.md")
+	if err := os.WriteFile(path, []byte(runMD), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, answer := range []string{"n", "y"} {
+		t.Run(answer, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "run", path, "--step", "two", "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none"),
+				"--journal", filepath.Join(dir, "j-"+answer+".jsonl"), "--capture", "GREETING=hello world")
+			cmd.Env = append(os.Environ(), "CAIRN_TEST_MAIN=1")
+			tty, err := pty.Start(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tty.Close()
+			out := &syncBuffer{}
+			go io.Copy(out, tty)
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(out.String(), "[y/N]") {
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					t.Fatalf("no question:\n%s", out.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if strings.Contains(out.String(), "got hello") {
+				t.Fatalf("a block ran before the answer:\n%s", out.String())
+			}
+			tty.Write([]byte(answer + "\r"))
+			err = cmd.Wait()
+			time.Sleep(100 * time.Millisecond) // the rest of the output
+			got := out.String()
+			for _, want := range []string{"plan of " + path + ": 1 of 2 blocks run", `[1/2] only-b  skipped: MODE == "b" is false`, "[2/2] use  this machine"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("the plan lacks %q:\n%s", want, got)
+				}
+			}
+			switch answer {
+			case "n":
+				if err == nil || !strings.Contains(got, "not started") || strings.Contains(got, "got hello") {
+					t.Errorf("answered n: %v\n%s", err, got)
+				}
+			case "y":
+				if err != nil || !strings.Contains(got, "got hello world") {
+					t.Errorf("answered y: %v\n%s", err, got)
+				}
+			}
+		})
 	}
 }
