@@ -452,7 +452,12 @@ func (r *Run) Execute(ctx context.Context, out Sink) *Record {
 			verdict.Reasons = append(verdict.Reasons, "not retried: "+why)
 			break
 		}
-		out.Event(Event{Kind: "retry", Message: fmt.Sprintf("attempt %d of %d failed: %s; retrying in %s", attempt, attempts, r.red.String(strings.Join(verdict.Reasons, "; ")), b.Interval)})
+		why := make([]string, len(verdict.Reasons))
+		for i, reason := range verdict.Reasons {
+			why[i] = r.red.String(reason)
+		}
+		out.Event(Event{Kind: "retry", Message: fmt.Sprintf("attempt %d of %d failed: %s; retrying in %s", attempt, attempts, strings.Join(why, "; "), b.Interval),
+			Attempt: attempt, Attempts: attempts, Reasons: why, Wait: b.Interval.String()})
 		select {
 		case <-ctx.Done():
 		case <-time.After(b.Interval):

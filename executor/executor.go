@@ -60,6 +60,10 @@ type Event struct {
 	Host    string
 	Message string
 	Exit    int
+	// A retry's parts, for a page to say Message in its own language.
+	Attempt, Attempts int      `json:",omitempty"`
+	Reasons           []string `json:",omitempty"` // why the attempt failed (redacted)
+	Wait              string   `json:",omitempty"` // until the next attempt
 }
 
 // HostResult is how the block went on one host.

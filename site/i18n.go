@@ -64,7 +64,7 @@ var uiStrings = map[string]Strings{
 		"plan_stopped_manual": "사람이 직접 하는 단계에서 멈췄어요. 하고 나서 계속하세요: ", "plan_cancelled": "멈춤: 취소했어요",
 		"plan_failed": "실패해서 멈췄어요: ", "plan_error": "멈췄어요: ", "plan_cond_false": "건너뜀, 고른 값에서 거짓인 조건: ",
 		"plan_resume": "고친 뒤 '%s' 단계부터 다시 실행하세요", "plan_after_failure": "실행 안 함: 앞 블록이 실패했어요",
-		"plan_unconfirmed": "실행 안 함: 확인하지 않았어요",
+		"plan_unconfirmed": "실행 안 함: 확인하지 않았어요", "retry_line": "%d/%d번째 시도 실패: %s; %s 뒤에 다시 시도해요",
 	},
 	"en": {
 		"copy": "Copy", "copied": "Copied", "run": "Run", "mark_done": "Mark done",
@@ -124,7 +124,7 @@ var uiStrings = map[string]Strings{
 		"plan_stopped_manual": "stopped at a step done by hand; do it, then continue: ", "plan_cancelled": "stopped: cancelled",
 		"plan_failed": "stopped at a failure: ", "plan_error": "stopped: ", "plan_cond_false": "skipped, false with the chosen values: ",
 		"plan_resume": "fix it, then run again from step '%s'", "plan_after_failure": "not run: an earlier block failed",
-		"plan_unconfirmed": "not run: not confirmed",
+		"plan_unconfirmed": "not run: not confirmed", "retry_line": "attempt %d of %d failed: %s; retrying in %s",
 	},
 }
 

@@ -22,7 +22,7 @@ const planPage = "---\ntitle: 계획 시험\nslug: plantest\nlang: ko\nparams:\n
 	"```text {#by-hand target=manual}\n손으로 파일을 고칩니다\n```\n\n" +
 	"```bash {#after-hand target=local}\necho after-hand\n```\n\n" +
 	"## 셋 {#three}\n\n" +
-	"```bash {#breaks target=local expect.contains=never}\necho nope\n```\n\n" +
+	"```bash {#breaks target=local expect.contains=never retries=1 interval=3s}\necho nope\n```\n\n" +
 	"```bash {#not-reached target=local}\necho not-reached\n```\n"
 
 // TestPagePlanRunsFromHere: in real Chromium against cairn serve, "Run
@@ -78,12 +78,22 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 		pg.Screenshot("../../docs/screenshot-plan-manual.png")
 	}
 	pg.Run("the manual step is done: continue", chromedp.Click(chromedp.CSS(`.plan-bar .plan-continue`)))
+	// While breaks waits to try again: the retry line in the page's
+	// language (the executor's words in its title).
+	pg.Poll("the retry line", `document.querySelector("#block-breaks .retry")`, 20*time.Second)
+	if got := pg.Eval(`document.querySelector("#block-breaks .retry").textContent`); !strings.Contains(got, "1/2번째 시도 실패: 출력에 \"never\"이(가) 없어요; 3s 뒤에 다시 시도해요") {
+		t.Errorf("retry line: %q", got)
+	}
 	pg.Poll("the plan stops at the failure", `document.querySelector(".plan-bar.plan-failed")`, 30*time.Second)
 	if got := pg.Eval(`document.querySelector(".plan-bar").textContent`); !strings.Contains(got, "실패해서 멈췄어요: breaks") || !strings.Contains(got, "고친 뒤 '셋' 단계부터 다시 실행하세요") {
 		t.Errorf("plan bar after the failure: %q", got)
 	}
 	if got := pg.Eval(`["#block-after-hand.cb-verified", "#block-breaks.cb-failed", "#block-not-reached .cb-result[data-status=running]", "#block-not-reached.cb-verified"].map(s => !!document.querySelector(s)).join(",")`); got != "true,true,false,false" {
 		t.Errorf("after-hand verified, breaks failed, not-reached never run: %s", got)
+	}
+	// Local blocks only: the pill says nothing of kube blocks being off.
+	if got := pg.Eval(`document.getElementById("cairn-exec-status").className + " " + document.getElementById("cairn-exec-status").textContent`); got != "exec-status exec-on 실행기 연결됨" {
+		t.Errorf("pill: %q", got)
 	}
 	if got := pg.Eval(`(document.querySelector("#block-not-reached .cb-result")||{}).textContent || ""`); !strings.Contains(got, "실행 안 함: 앞 블록이 실패했어요") {
 		t.Errorf("the box of the block after the failure: %q", got)

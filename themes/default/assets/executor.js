@@ -398,7 +398,12 @@
         } else if (name === "skipped") {
           code.appendChild(el("span", "retry", "… " + d.bytes + " bytes not shown live (the page fell behind); the full result follows\n"));
         } else if (name === "progress" && d.Kind === "retry") {
-          code.appendChild(el("span", "retry", "… " + d.Message + "\n"));
+          // In the page's words when the parts came (the executor's in the title).
+          var line = d.Attempt ? T("retry_line", "attempt %d of %d failed: %s; retrying in %s").replace("%d", d.Attempt).replace("%d", d.Attempts)
+            .replace("%s", (d.Reasons || []).map(reasonText).join("; ")).replace("%s", d.Wait) : d.Message;
+          var rs = el("span", "retry", "… " + line + "\n");
+          rs.title = d.Message;
+          code.appendChild(rs);
         } else if (name === "done") {
           result = d;
         }
@@ -780,27 +785,44 @@
     var state = "on";
     if (t) {
       var sb = t.sandbox || {};
+      // The executor's own words (English) go inline on an English page,
+      // and into the title on others.
+      var say = function (s) { return s && english ? ": " + s : ""; };
       if (sb.state === "building" || sb.state === "starting") {
         state = "busy";
-        parts.push(T("sandbox_" + sb.state, sb.state === "building" ? "building the sandbox" : "starting the sandbox") + (sb.message ? ": " + sb.message : ""));
+        parts.push(T("sandbox_" + sb.state, sb.state === "building" ? "building the sandbox" : "starting the sandbox") + say(sb.message));
       } else if (sb.state === "unavailable" || sb.state === "unhealthy") {
         state = "warn";
-        parts.push(T("sandbox_" + sb.state, "sandbox " + sb.state) + (sb.message ? ": " + sb.message : ""));
+        parts.push(T("sandbox_" + sb.state, "sandbox " + sb.state) + say(sb.message));
       } else if (sb.state === "replaced") {
         state = "warn";
         parts.push(T("sandbox_replaced", "another sandbox took the place of the one in use"));
       }
-      if (t.kube) parts.push(T("where_cluster", "cluster") + " " + shortKube(t.kube));
-      else if (state === "on") {
-        state = "warn";
-        parts.push(T("kube_off", "kube blocks are off") + (sb.state === "absent" ? ": " + T("sandbox_absent", "no cluster and no sandbox (cairn sandbox up)") : ""));
+      // Only the targets this page's blocks use (every one on the index).
+      if (uses("kube")) {
+        if (t.kube) parts.push(T("where_cluster", "cluster") + " " + shortKube(t.kube));
+        else if (state === "on") {
+          state = "warn";
+          parts.push(T("kube_off", "kube blocks are off") + (sb.state === "absent" ? ": " + T("sandbox_absent", "no cluster and no sandbox (cairn sandbox up)") : ""));
+        }
       }
-      if (t.hosts && t.hosts.length) parts.push("SSH " + t.hosts.join(" "));
+      if (uses("ssh") && t.hosts && t.hosts.length) parts.push("SSH " + t.hosts.join(" "));
     }
     pill(state, parts.join(" · "));
     sandboxOffer(t && t.sandbox);
     var p = $("#cairn-exec-status");
-    if (p) p.title = t ? [t.kube || t.kube_error || "", t.ssh || ""].filter(Boolean).join("\n") : "";
+    if (p) p.title = t ? [t.kube || t.kube_error || "", t.ssh || "", (t.sandbox || {}).message || ""].filter(Boolean).join("\n") : "";
+  }
+
+  var english = !html.lang || html.lang.indexOf("en") === 0;
+  // uses says whether the page has blocks that run against target kind
+  // ("kube" counts pod and node blocks too); a page without blocks (the
+  // index) uses every target.
+  function uses(kind) {
+    var blocks = $$(".cb[data-target]");
+    if (!slug || !blocks.length) return true;
+    var kinds = kind === "kube" ? ["kube", "pod", "node"] : [kind];
+    return blocks.some(function (b) { return kinds.indexOf(b.getAttribute("data-target")) >= 0; });
   }
 
   // sandboxOffer: another sandbox replaced the one this server used. Blocks
