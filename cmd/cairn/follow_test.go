@@ -57,8 +57,9 @@ write_back: true
 	}
 	pg := testrig.NewPage(t, bctx, 90*time.Second, stderr, `Array.from(document.querySelectorAll(".cb-result")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 300)).join(" || ")`)
 	pg.Run("open the page", chromedp.Navigate(base+"drop/#cairn-token="+token))
-	// Connected; kube blocks are off (no cluster), local ones run.
-	pg.Poll("the page is paired", `document.querySelector("#cairn-exec-status.exec-warn") && !document.querySelector(".cb-run[aria-disabled=true]")`, 20*time.Second)
+	// Connected; no cluster, but the page's blocks are local: the pill
+	// says nothing of kube blocks.
+	pg.Poll("the page is paired", `document.querySelector("#cairn-exec-status.exec-on") && !document.querySelector(".cb-run[aria-disabled=true]")`, 20*time.Second)
 	pg.Eval(`(window.__notReloaded = "yes")`)
 
 	// A verified block is written back; the page re-renders, the open one
