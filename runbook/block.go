@@ -417,6 +417,12 @@ func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) 
 	where := b.Pos
 	blk := fmt.Sprintf("block %q", b.ID)
 	isShell := contains(shellLangs, b.Lang)
+	if _, ok := seen["mute"]; ok && b.MuteWhy == "" {
+		p.errf(pos(seen["mute"]), "%s: mute needs mute.why: say why those lines are expected (the page shows it with them)", blk)
+	}
+	if a, ok := seen["mute.why"]; ok && len(b.Mute) == 0 {
+		p.errf(pos(a), "%s: mute.why without mute: give the lines to mute with mute='REGEX'", blk)
+	}
 	needShell := func(what string) {
 		if !isShell {
 			p.errf(where, "%s: %s runs a bash script, so the fence language must be bash, sh or shell (not %q)", blk, what, b.Lang)

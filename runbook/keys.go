@@ -138,6 +138,14 @@ var blockKeyTable = []blockKey{
 		}
 	}, docs: []keyDoc{{docCapture, "", "*repeatable*: a regex whose matches are replaced by `••••` in everything shown or stored."}}},
 
+	{name: "mute", repeat: true, set: func(c *attrCtx) {
+		if re := c.regex(); re != nil {
+			c.b.Mute = append(c.b.Mute, re)
+		}
+	}, docs: []keyDoc{{docCapture, "", "*repeatable*: an RE2 regex for output lines that are known and harmless (a tool's deprecation warning, a fallback it takes on this platform): the page shows them muted, with `mute.why` beside them. Expectations still read them."}}},
+	{name: "mute.why", set: func(c *attrCtx) { c.b.MuteWhy = c.a.Value },
+		docs: []keyDoc{{docCapture, "", "**required** with `mute`: why those lines are expected, for the reader (shown with them)."}}},
+
 	{name: "hosts", targets: sshOnly, set: func(c *attrCtx) { c.b.Hosts = c.a.Value },
 		docs: []keyDoc{{docSSH, "", "**required** for `target=ssh`: a parameter of type `host` or `hosts`. The block runs on each host."}}},
 	{name: "parallel", targets: fanTargets, set: func(c *attrCtx) { c.b.Parallel = c.integer(1) },

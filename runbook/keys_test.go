@@ -87,11 +87,39 @@ func TestKeyTableDiagnostics(t *testing.T) {
 		{`bash {target=node selector=""}`, `selector= is empty; Cairn never runs on every node`},
 		{"bash {target=local interval=0s}", `block "intro-1": interval "0s": use a Go duration`},
 		{"bash {target=local always=yes}", `block "intro-1": always must be true or false, not "yes"`},
+		{"bash {target=local mute=WARN}", `block "intro-1": mute needs mute.why: say why those lines are expected`},
+		{`bash {target=local mute.why="x"}`, `block "intro-1": mute.why without mute`},
+		{`bash {target=local mute=( mute.why="x"}`, `mute: bad regular expression "("`},
+		{`text {expected match=exact mute=x}`, `attribute "mute"`},
 	} {
 		src := "---\ntitle: t\nparams:\n  - name: CP\n    type: hosts\n---\n\n```" + tc.info + "\necho hi\n```\n"
 		_, err := Parse("t.md", []byte(src))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.info, err, tc.want)
+		}
+	}
+}
+
+// TestMute: mute= marks the output lines a block's tool prints that are
+// known and harmless; each is one line's match, as the page applies it.
+func TestMute(t *testing.T) {
+	src := "---\ntitle: t\n---\n\n```bash {target=local mute='RuntimeConfig|^\\s*\\[WARNING ContainerRuntimeVersion\\]' mute='cgroups v1' mute.why=\"the runtime lacks it; harmless\"}\necho hi\n```\n"
+	rb, err := Parse("t.md", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := rb.Blocks[0]
+	if b.MuteWhy != "the runtime lacks it; harmless" || len(b.Mute) != 2 {
+		t.Fatalf("mute %v why %q", b.Mute, b.MuteWhy)
+	}
+	for line, want := range map[string]bool{
+		`E1207 01:50:46.004775 435 remote_runtime.go:1359] "RuntimeConfig from runtime service failed"`: true,
+		"\t[WARNING ContainerRuntimeVersion]: You must update your container runtime":                  true,
+		"[WARNING SystemVerification]: cgroups v1 support is deprecated":                                true,
+		"This node has joined the cluster":                                                              false,
+	} {
+		if b.Muted(line) != want {
+			t.Errorf("Muted(%q) = %v", line, !want)
 		}
 	}
 }

@@ -270,6 +270,11 @@ type Block struct {
 	Captures []*Capture
 	Secrets  []string // capture names whose values are secret
 	Redact   []*regexp.Regexp
+	// Mute: output lines a tool prints that are known and harmless here
+	// (a deprecation warning, a fallback the runtime takes), shown muted
+	// with MuteWhy. Expectations still read them.
+	Mute    []*regexp.Regexp
+	MuteWhy string
 
 	// ssh
 	Hosts    string // parameter name
@@ -443,4 +448,15 @@ func (r *Runbook) StepByID(id string) *Step {
 		}
 	}
 	return nil
+}
+
+// Muted says whether a line of b's output is one its mute= patterns call
+// known and harmless.
+func (b *Block) Muted(line string) bool {
+	for _, re := range b.Mute {
+		if re.MatchString(line) {
+			return true
+		}
+	}
+	return false
 }

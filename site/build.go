@@ -551,6 +551,8 @@ func pageJSON(rb *runbook.Runbook) template.JS {
 		Confirm  bool          `json:"confirm,omitempty"`
 		When     *runbook.Cond `json:"when,omitempty"`
 		Captures []string      `json:"captures,omitempty"`
+		Mute     []string      `json:"mute,omitempty"` // RE2, one line each (the page turns them into RegExps)
+		MuteWhy  string        `json:"mute_why,omitempty"`
 	}
 	type paramJSON struct {
 		Name    string   `json:"name"`
@@ -586,6 +588,10 @@ func pageJSON(rb *runbook.Runbook) template.JS {
 		for _, c := range b.Captures {
 			bj.Captures = append(bj.Captures, c.Name)
 		}
+		for _, re := range b.Mute {
+			bj.Mute = append(bj.Mute, strings.TrimPrefix(re.String(), "(?m)"))
+		}
+		bj.MuteWhy = b.MuteWhy
 		out.Blocks[b.ID] = bj
 	}
 	j, _ := json.Marshal(out)

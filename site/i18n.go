@@ -65,6 +65,7 @@ var uiStrings = map[string]Strings{
 		"plan_failed": "실패해서 멈췄어요: ", "plan_error": "멈췄어요: ", "plan_cond_false": "건너뜀, 고른 값에서 거짓인 조건: ",
 		"plan_resume": "고친 뒤 '%s' 단계부터 다시 실행하세요", "plan_after_failure": "실행 안 함: 앞 블록이 실패했어요",
 		"plan_unconfirmed": "실행 안 함: 확인하지 않았어요", "retry_line": "%d/%d번째 시도 실패: %s; %s 뒤에 다시 시도해요",
+		"muted": "알려진 무해한 출력: ", "muted_note": "흐리게 표시한 %d줄은 알려진 무해한 출력이에요: ",
 	},
 	"en": {
 		"copy": "Copy", "copied": "Copied", "run": "Run", "mark_done": "Mark done",
@@ -125,6 +126,7 @@ var uiStrings = map[string]Strings{
 		"plan_failed": "stopped at a failure: ", "plan_error": "stopped: ", "plan_cond_false": "skipped, false with the chosen values: ",
 		"plan_resume": "fix it, then run again from step '%s'", "plan_after_failure": "not run: an earlier block failed",
 		"plan_unconfirmed": "not run: not confirmed", "retry_line": "attempt %d of %d failed: %s; retrying in %s",
+		"muted": "known and harmless: ", "muted_note": "%d muted lines are known and harmless: ",
 	},
 }
 

@@ -359,7 +359,7 @@ func (r *nodeRenderer) exec(w util.BufWriter, b *runbook.Block) {
 		w.WriteString("</ul>\n")
 	}
 	if res, ok := r.results[b.ID]; ok {
-		r.result(w, res)
+		r.result(w, b, res)
 	} else {
 		w.WriteString(`<div class="cb-result" hidden></div>` + "\n")
 	}
@@ -403,7 +403,7 @@ func (r *nodeRenderer) withRefs(text string) string {
 }
 
 // result writes a baked last-run result with its provenance.
-func (r *nodeRenderer) result(w util.BufWriter, res BlockResult) {
+func (r *nodeRenderer) result(w util.BufWriter, b *runbook.Block, res BlockResult) {
 	fmt.Fprintf(w, `<div class="cb-result cb-result-baked" data-status="%s" data-at="%s" data-where="%s" data-exit="%d" data-duration="%s">`,
 		html.EscapeString(res.Status), html.EscapeString(res.At), html.EscapeString(res.Where), res.Exit, html.EscapeString(res.Duration))
 	fmt.Fprintf(w, `<div class="cb-result-head"><span class="status status-%s">%s</span>`, html.EscapeString(res.Status), html.EscapeString(r.t["status_"+res.Status]))
@@ -420,7 +420,9 @@ func (r *nodeRenderer) result(w util.BufWriter, res BlockResult) {
 		}
 		w.WriteString("</ul>")
 	}
-	fmt.Fprintf(w, `<pre class="output"><code>%s</code></pre></div>`+"\n", html.EscapeString(res.Output))
+	w.WriteString(`<pre class="output"><code>`)
+	writeOutput(w, res.Output, b, r.t)
+	w.WriteString("</code></pre></div>\n")
 }
 
 // kubeSummary says what a native kube block does, since it often has no body:
@@ -568,7 +570,26 @@ func (r *nodeRenderer) recorded(w util.BufWriter, b *runbook.Block) {
 			fmt.Fprintf(w, ` <span class="prov prov-%s">%s</span>`, k, html.EscapeString(v))
 		}
 	}
-	fmt.Fprintf(w, `</div><pre class="output"><code>%s</code></pre></div>`+"\n", html.EscapeString(b.Content))
+	w.WriteString(`</div><pre class="output"><code>`)
+	writeOutput(w, b.Content, r.rb.BlockByID(b.OutputOf), r.t)
+	w.WriteString("</code></pre></div>\n")
+}
+
+// writeOutput writes a block's recorded output, the lines its mute=
+// patterns call known and harmless in a muted span that says why.
+func writeOutput(w util.BufWriter, out string, of *runbook.Block, t Strings) {
+	if of == nil || len(of.Mute) == 0 {
+		w.WriteString(html.EscapeString(out))
+		return
+	}
+	why := html.EscapeString(t["muted"] + of.MuteWhy)
+	for line := range strings.Lines(out) {
+		if of.Muted(strings.TrimSuffix(line, "\n")) {
+			fmt.Fprintf(w, `<span class="out-muted" title="%s">%s</span>`, why, html.EscapeString(line))
+		} else {
+			w.WriteString(html.EscapeString(line))
+		}
+	}
 }
 
 // code writes the highlighted block body, wrapping parameter references.

@@ -97,3 +97,27 @@ func TestRenderEscapesAndWraps(t *testing.T) {
 		t.Errorf("raw HTML leaked into the page:\n%s", s)
 	}
 }
+
+// TestRenderMutesKnownLines: a recorded output and a baked result show the
+// lines the block's mute= matches muted, with why, escaped like the rest.
+func TestRenderMutesKnownLines(t *testing.T) {
+	src := "---\ntitle: t\n---\n## s {#s}\n\n```bash {#b target=local mute='^W: <old>' mute.why=\"the tool's own <note>\"}\necho hi\n```\n\n" +
+		"```text {output=b status=verified}\nhi\nW: <old> flag\nend\n```\n"
+	rb, err := runbook.Parse("t.md", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := renderBody(rb, stringsFor("en"), map[string]BlockResult{"b": {Status: "verified", Output: "W: <old> again\nok\n"}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	for _, want := range []string{
+		"<code>hi\n<span class=\"out-muted\" title=\"known and harmless: the tool&#39;s own &lt;note&gt;\">W: &lt;old&gt; flag\n</span>end\n</code>",
+		"<code><span class=\"out-muted\" title=\"known and harmless: the tool&#39;s own &lt;note&gt;\">W: &lt;old&gt; again\n</span>ok\n</code>",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("lacks %q:\n%s", want, s)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // condition skips, one that asks first, a manual step, a failure.
 const planPage = "---\ntitle: 계획 시험\nslug: plantest\nlang: ko\nparams:\n  - name: MODE\n    type: enum\n    values: [a, b]\n    default: a\n---\n" +
 	"## 하나 {#one}\n\n" +
-	"```bash {#first target=local expect.contains=first}\necho first\n```\n\n" +
+	"```bash {#first target=local expect.contains=first mute='^W: deprecated' mute.why=\"이 도구가 늘 내는 경고예요\"}\necho first\necho 'W: deprecated flag'\n```\n\n" +
 	"```bash {#only-b target=local when='MODE == \"b\"'}\necho b\n```\n\n" +
 	"```bash {#change target=local confirm=\"무언가를 바꿉니다\"}\necho changed\n```\n\n" +
 	"## 둘 {#two}\n\n" +
@@ -69,6 +69,10 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 	pg.Poll("the plan stops at the manual step", `document.querySelector(".plan-bar.plan-manual .plan-continue")`, 30*time.Second)
 	if got := pg.Eval(`[".cb-verified#block-first", ".cb-verified#block-change", "#block-after-hand .cb-result[data-status]"].map(s => !!document.querySelector(s)).join(",")`); got != "true,true,false" {
 		t.Errorf("before the manual step: first, change verified and after-hand not run: %s", got)
+	}
+	// The known warning is muted, with why.
+	if got := pg.Eval(`(function(){var m=document.querySelector("#block-first .out-muted"); return m ? m.textContent + "|" + m.title + "|" + document.querySelector("#block-first .cb-muted-note").textContent : "none"})()`); got != "W: deprecated flag\n|알려진 무해한 출력: 이 도구가 늘 내는 경고예요|흐리게 표시한 1줄은 알려진 무해한 출력이에요: 이 도구가 늘 내는 경고예요" {
+		t.Errorf("muted line: %q", got)
 	}
 	if got := pg.Eval(`document.querySelector(".plan-bar").textContent`); !strings.Contains(got, "사람이 직접 하는 단계에서 멈췄어요") || !strings.Contains(got, "by-hand") {
 		t.Errorf("plan bar: %q", got)

@@ -175,3 +175,41 @@ func TestAuditDefaultTabNamesByVersion(t *testing.T) {
 		t.Errorf("the default tab still says no legacy name matches:\n%s", tab)
 	}
 }
+
+// The kubeadm blocks mute what kubeadm v1.37 prints on the sandbox's
+// containerd 1.6 and on a cgroup v1 host (lines taken from a node run) and
+// nothing that says how the join went.
+func TestAuditKubeadmMutes(t *testing.T) {
+	rb := bundledtest.Parse(t, "kubeadm-ha.md")
+	noise := []string{
+		`E1207 01:50:46.004775     435 remote_runtime.go:1359] "RuntimeConfig from runtime service failed" err="rpc error: code = Unimplemented desc = unknown method RuntimeConfig for service runtime.v1.RuntimeService"`,
+		"\t[WARNING ContainerRuntimeVersion]: You must update your container runtime to a version that supports the CRI method RuntimeConfig.",
+		"[preflight] The system verification failed. Printing the output from the verification:",
+		"\x1b[0;37mCONFIG_NAMESPACES\x1b[0m: \x1b[0;32menabled\x1b[0m",
+		"\x1b[0;37mCONFIG_AUFS_FS\x1b[0m: \x1b[0;33mnot set - Required for aufs.\x1b[0m",
+		"\t[WARNING SystemVerification]: cgroups v1 support is deprecated and will be removed in a future release.",
+	}
+	signal := []string{
+		"This node has joined the cluster and a new control plane instance was created:",
+		"[preflight] Running pre-flight checks",
+		"error execution phase preflight: [preflight] Some fatal errors occurred:",
+		"\t[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf already exists",
+		"[WARNING Port-6443]: Port 6443 is in use",
+	}
+	for _, id := range []string{"init-stacked", "init-external-no-upload", "join-control-plane-upload", "join-control-plane-manual", "join-workers-run"} {
+		b := rb.BlockByID(id)
+		if b.MuteWhy == "" {
+			t.Errorf("%s: no mute.why", id)
+		}
+		for _, l := range noise {
+			if !b.Muted(l) {
+				t.Errorf("%s: not muted: %q", id, l)
+			}
+		}
+		for _, l := range signal {
+			if b.Muted(l) {
+				t.Errorf("%s: muted, though it tells how the join went: %q", id, l)
+			}
+		}
+	}
+}

@@ -173,10 +173,49 @@
       box.appendChild(el("p", "cb-writeback-failed", T("writeback_failed", "Not written back to the Markdown: ") + rec.write_back));
     }
     var pre = el("pre", "output");
-    pre.appendChild(el("code", null, rec.output || ""));
+    var code = el("code");
+    var muted = writeOutput(code, rec.output || "", block.getAttribute("data-block"));
+    pre.appendChild(code);
     box.appendChild(pre);
+    if (muted) box.appendChild(el("p", "cb-muted-note", T("muted_note", "%d muted lines are known and harmless: ").replace("%d", muted) + muteOf(block.getAttribute("data-block")).why));
     block.classList.toggle("cb-verified", rec.status === "verified");
     block.classList.toggle("cb-failed", rec.status !== "verified");
+  }
+
+  // muteOf is a block's mute= patterns as RegExps (one line each) and
+  // mute.why. A pattern JavaScript cannot read mutes nothing.
+  var mutes = {};
+  function muteOf(id) {
+    if (mutes[id]) return mutes[id];
+    var b = ((window.Cairn && window.Cairn.data) || {}).blocks || {};
+    var m = { res: [], why: (b[id] && b[id].mute_why) || "" };
+    ((b[id] && b[id].mute) || []).forEach(function (src) {
+      var flags = "";
+      var f = /^\(\?([a-z]+)\)/.exec(src);
+      if (f) { flags = f[1].replace(/[ms]/g, ""); src = src.slice(f[0].length); }
+      try { m.res.push(new RegExp(src, flags)); } catch (e) { /* RE2 only */ }
+    });
+    mutes[id] = m;
+    return m;
+  }
+  // writeOutput puts out into code, the lines the block's mute= patterns
+  // match muted with why; it returns how many it muted.
+  function writeOutput(code, out, id) {
+    var m = muteOf(id);
+    if (!m.res.length) { code.textContent = out; return 0; }
+    var n = 0;
+    out.split(/(?<=\n)/).forEach(function (line) {
+      var bare = line.replace(/\n$/, "");
+      if (bare && m.res.some(function (re) { return re.test(bare); })) {
+        var s = el("span", "out-muted", line);
+        s.title = T("muted", "known and harmless: ") + m.why;
+        code.appendChild(s);
+        n++;
+      } else {
+        code.appendChild(doc.createTextNode(line));
+      }
+    });
+    return n;
   }
 
   function loadResults(again) {
