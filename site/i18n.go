@@ -65,6 +65,8 @@ var uiStrings = map[string]Strings{
 		"plan_failed": "실패해서 멈췄어요: ", "plan_error": "멈췄어요: ", "plan_cond_false": "건너뜀, 고른 값에서 거짓인 조건: ",
 		"plan_resume": "고친 뒤 '%s' 단계부터 다시 실행하세요", "plan_after_failure": "실행 안 함: 앞 블록이 실패했어요",
 		"plan_unconfirmed": "실행 안 함: 확인하지 않았어요", "retry_line": "%d/%d번째 시도 실패: %s; %s 뒤에 다시 시도해요",
+		"confirm_captures": "앞 블록이 캡처한 값", "capture_missing": "(아직 캡처되지 않음: 그중 하나를 먼저 실행하세요)",
+		"capture_secret": "(비밀 값: 여기서는 가려 보이고, 실행기가 갖고 있어요)",
 		"muted": "알려진 무해한 출력: ", "muted_note": "흐리게 표시한 %d줄은 알려진 무해한 출력이에요: ",
 	},
 	"en": {
@@ -126,6 +128,8 @@ var uiStrings = map[string]Strings{
 		"plan_failed": "stopped at a failure: ", "plan_error": "stopped: ", "plan_cond_false": "skipped, false with the chosen values: ",
 		"plan_resume": "fix it, then run again from step '%s'", "plan_after_failure": "not run: an earlier block failed",
 		"plan_unconfirmed": "not run: not confirmed", "retry_line": "attempt %d of %d failed: %s; retrying in %s",
+		"confirm_captures": "Values from earlier blocks", "capture_missing": "(not captured yet: run one of them first)",
+		"capture_secret": "(secret: masked here, the executor has it)",
 		"muted": "known and harmless: ", "muted_note": "%d muted lines are known and harmless: ",
 	},
 }

@@ -15,9 +15,9 @@ import (
 // condition skips, one that asks first, a manual step, a failure.
 const planPage = "---\ntitle: 계획 시험\nslug: plantest\nlang: ko\nparams:\n  - name: MODE\n    type: enum\n    values: [a, b]\n    default: a\n---\n" +
 	"## 하나 {#one}\n\n" +
-	"```bash {#first target=local expect.contains=first mute='^W: deprecated' mute.why=\"이 도구가 늘 내는 경고예요\"}\necho first\necho 'W: deprecated flag'\n```\n\n" +
+	"```bash {#first target=local expect.contains=first mute='^W: deprecated' mute.why=\"이 도구가 늘 내는 경고예요\" capture.TOKEN='token (\\S+)' secret=TOKEN}\necho first\necho 'W: deprecated flag'\necho token abcdefgh12345678\n```\n\n" +
 	"```bash {#only-b target=local when='MODE == \"b\"'}\necho b\n```\n\n" +
-	"```bash {#change target=local confirm=\"무언가를 바꿉니다\"}\necho changed\n```\n\n" +
+	"```bash {#change target=local confirm=\"무언가를 바꿉니다\"}\ntest -n \"$TOKEN\" && echo changed\n```\n\n" +
 	"## 둘 {#two}\n\n" +
 	"```text {#by-hand target=manual}\n손으로 파일을 고칩니다\n```\n\n" +
 	"```bash {#after-hand target=local}\necho after-hand\n```\n\n" +
@@ -99,6 +99,13 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 	if got := pg.Eval(`document.getElementById("cairn-exec-status").className + " " + document.getElementById("cairn-exec-status").textContent`); got != "exec-status exec-on 실행기 연결됨" {
 		t.Errorf("pill: %q", got)
 	}
+	// Run on its own, change asks first and says where $TOKEN comes from.
+	pg.Run("run change", chromedp.Click(chromedp.CSS(`#block-change .cb-run`)))
+	pg.Poll("its confirmation", `document.querySelector("dialog.confirm-run[open] .confirm-captures")`, 10*time.Second)
+	if got := pg.Eval(`document.querySelector("dialog.confirm-run .confirm-captures").textContent`); got != "$TOKEN ← first (비밀 값: 여기서는 가려 보이고, 실행기가 갖고 있어요)" {
+		t.Errorf("where $TOKEN comes from: %q", got)
+	}
+	pg.Run("cancel", chromedp.Click(chromedp.CSS(`dialog.confirm-run .confirm-no`)))
 	if got := pg.Eval(`(document.querySelector("#block-not-reached .cb-result")||{}).textContent || ""`); !strings.Contains(got, "실행 안 함: 앞 블록이 실패했어요") {
 		t.Errorf("the box of the block after the failure: %q", got)
 	}

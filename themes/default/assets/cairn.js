@@ -789,12 +789,29 @@
     if (m) return "ssh://" + (m[1] || "") + m[2] + ":" + m[3];
     return h;
   }
-  var CAPS = {};
+  var CAPS = {}, HELD = {};
   // Cairn.setCaptures(map): values earlier blocks captured (secret ones come
-  // masked and are left out); copied commands use them.
+  // masked and are left out); copied commands use them. HELD: every name
+  // the executor holds a value for, secret ones too.
   Cairn.setCaptures = function (m) {
-    Object.keys(m || {}).forEach(function (k) { if (m[k] !== "••••") CAPS[k] = m[k]; });
+    Object.keys(m || {}).forEach(function (k) { HELD[k] = true; if (m[k] !== "••••") CAPS[k] = m[k]; });
   };
+  // capturedFrom lists, for the values from earlier blocks a block reads,
+  // where each comes from: "$JOIN_TOKEN ← init-stacked, refresh-token
+  // (secret: shown masked)", so that a confirmation names them.
+  function capturedFrom(id) {
+    var blocks = DATA.blocks || {}, me = blocks[id];
+    if (!me) return [];
+    var params = {};
+    (DATA.params || []).forEach(function (p) { params[p.name] = true; });
+    return (me.refs || []).filter(function (r) { return !params[r]; }).map(function (name) {
+      var by = Object.keys(blocks).filter(function (b) { return (blocks[b].captures || []).indexOf(name) >= 0; });
+      var line = "$" + name + " ← " + by.join(", ");
+      if (!HELD[name]) line += " " + t("capture_missing", "(not captured yet: run one of them first)");
+      else if (!(name in CAPS)) line += " " + t("capture_secret", "(secret: masked here, the executor has it)");
+      return line;
+    });
+  }
   function fillTemplate(tmpl, vals) {
     var out = "", vars = tmpl.n || {};
     function unknown(name) {
@@ -925,6 +942,13 @@
       pre.appendChild(el("code", null, tmpl ? fillTemplate(tmpl, copyValues()) : commandText(block)));
       dlg.appendChild(el("p", "confirm-label", t("confirm_command", "Command")));
       dlg.appendChild(pre);
+      var caps = capturedFrom(block.getAttribute("data-block"));
+      if (caps.length) {
+        dlg.appendChild(el("p", "confirm-label", t("confirm_captures", "Values from earlier blocks")));
+        var ul = el("ul", "confirm-captures");
+        caps.forEach(function (c) { ul.appendChild(el("li", null, c)); });
+        dlg.appendChild(ul);
+      }
       var row = el("div", "confirm-actions");
       var no = el("button", "confirm-no", t("cancel", "Cancel"));
       var yes = el("button", "confirm-yes", t("confirm_run", "Run it"));
