@@ -14,11 +14,11 @@ build:
 
 ## run: build and serve the bundled runbooks on http://127.0.0.1:$(PORT) (or the next free port); starts the
 ## sandbox in the background when none runs (building its binaries the first time), reuses it when one does
-run: build
+run: deps build
 	./$(BIN) serve --port $(PORT) --sandbox=start --sandbox-build "scripts/sandbox-bins.sh --core"
 
 ## test: vet, check the bundled content, and run all tests
-test: vet
+test: deps test-bins vet
 	$(GO) run ./cmd/cairn check content
 	$(GO) test -count=1 -run '^TestCommonMarkConformance$$' -v ./site | grep '^commonmark:'
 	$(GO) test -count=1 -timeout 40m ./...
@@ -63,7 +63,15 @@ bench-fanout:
 clean:
 	rm -rf bin public
 
-.PHONY: sandbox-bins sandbox sandbox-nodes sandbox-down
+.PHONY: deps test-bins sandbox-bins sandbox sandbox-nodes sandbox-down
+## deps: the Debian packages the sandbox and the tests use (scripts/ci-deps.sh; apt-get only for what is
+## missing, so as root on a fresh machine). Without root it says what is missing and goes on: the tests
+## that need those packages then skip with the reason.
+deps:
+	@scripts/ci-deps.sh || echo "make: the Debian packages above could not be installed (run as root); going on without them"
+## test-bins: every sandbox binary the tests use (built once from the module proxy, then cached)
+test-bins:
+	@scripts/sandbox-bins.sh || echo "make: sandbox binaries could not be built (see above); the tests that need them skip"
 ## sandbox-bins: build (once, cached) etcd, kube-apiserver and kube-controller-manager
 sandbox-bins:
 	scripts/sandbox-bins.sh

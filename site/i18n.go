@@ -14,7 +14,7 @@ var uiStrings = map[string]Strings{
 		"steps": "단계", "progress": "진행", "reset": "진행 초기화", "reset_confirm": "체크한 단계를 모두 지울까요?",
 		"toc": "이 페이지의 단계", "expected_output": "예상 출력", "expected_output_checked": "예상 출력 (비슷하면 통과)",
 		"recorded_output": "검증된 출력", "theme_toggle": "밝게/어둡게", "menu": "메뉴",
-		"skip_to_content": "본문으로 건너뛰기", "prerequisites": "사전 준비", "duration": "예상 소요 시간",
+		"skip_to_content": "본문으로 건너뛰기", "skip_to_steps": "첫 단계로 건너뛰기", "prerequisites": "사전 준비", "duration": "예상 소요 시간",
 		"tags": "태그", "not_applicable": "선택한 값에는 해당하지 않아요", "required": "필수",
 		"invalid": "값이 올바르지 않아요", "note": "참고", "tip": "팁", "caution": "주의", "warning": "경고",
 		"captures": "캡처", "expectations": "기대 결과", "all_runbooks": "모든 런북",
@@ -67,7 +67,7 @@ var uiStrings = map[string]Strings{
 		"plan_unconfirmed": "실행 안 함: 확인하지 않았어요", "retry_line": "%d/%d번째 시도 실패: %s; %s 뒤에 다시 시도해요",
 		"confirm_captures": "앞 블록이 캡처한 값", "capture_missing": "(아직 캡처되지 않음: 그중 하나를 먼저 실행하세요)",
 		"capture_secret": "(비밀 값: 여기서는 가려 보이고, 실행기가 갖고 있어요)",
-		"muted": "알려진 무해한 출력: ", "muted_note": "흐리게 표시한 %d줄은 알려진 무해한 출력이에요: ",
+		"muted":          "알려진 무해한 출력: ", "muted_note": "흐리게 표시한 %d줄은 알려진 무해한 출력이에요: ",
 	},
 	"en": {
 		"copy": "Copy", "copied": "Copied", "run": "Run", "mark_done": "Mark done",
@@ -77,7 +77,7 @@ var uiStrings = map[string]Strings{
 		"steps": "Steps", "progress": "Progress", "reset": "Reset progress", "reset_confirm": "Clear every ticked step?",
 		"toc": "Steps on this page", "expected_output": "Expected output", "expected_output_checked": "Expected output (checked: similar)",
 		"recorded_output": "Verified output", "theme_toggle": "Light/dark", "menu": "Menu",
-		"skip_to_content": "Skip to content", "prerequisites": "Prerequisites", "duration": "Estimated time",
+		"skip_to_content": "Skip to content", "skip_to_steps": "Skip to the first step", "prerequisites": "Prerequisites", "duration": "Estimated time",
 		"tags": "Tags", "not_applicable": "Does not apply to the chosen values", "required": "required",
 		"invalid": "Invalid value", "note": "Note", "tip": "Tip", "caution": "Caution", "warning": "Warning",
 		"captures": "Captures", "expectations": "Expectations", "all_runbooks": "All runbooks",
@@ -130,7 +130,7 @@ var uiStrings = map[string]Strings{
 		"plan_unconfirmed": "not run: not confirmed", "retry_line": "attempt %d of %d failed: %s; retrying in %s",
 		"confirm_captures": "Values from earlier blocks", "capture_missing": "(not captured yet: run one of them first)",
 		"capture_secret": "(secret: masked here, the executor has it)",
-		"muted": "known and harmless: ", "muted_note": "%d muted lines are known and harmless: ",
+		"muted":          "known and harmless: ", "muted_note": "%d muted lines are known and harmless: ",
 	},
 }
 

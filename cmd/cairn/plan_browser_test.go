@@ -99,6 +99,14 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 	if got := pg.Eval(`document.getElementById("cairn-exec-status").className + " " + document.getElementById("cairn-exec-status").textContent`); got != "exec-status exec-on 실행기 연결됨" {
 		t.Errorf("pill: %q", got)
 	}
+	// After the runs (results, the pill, the plan's bar): WCAG 2.1 AA, as
+	// the static pages are (site's TestAccessibility).
+	for _, theme := range []string{"light", "dark"} {
+		pg.Run("theme "+theme, chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "`+theme+`")`), chromedp.Sleep(400*time.Millisecond))
+		for _, v := range pg.Axe() {
+			t.Errorf("axe-core after the plan (%s): %s", theme, v)
+		}
+	}
 	// Run on its own, change asks first and says where $TOKEN comes from.
 	pg.Run("run change", chromedp.Click(chromedp.CSS(`#block-change .cb-run`)))
 	pg.Poll("its confirmation", `document.querySelector("dialog.confirm-run[open] .confirm-captures")`, 10*time.Second)
@@ -113,4 +121,3 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 		t.Errorf("the manual step's box: %q", got)
 	}
 }
-

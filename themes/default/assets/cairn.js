@@ -466,18 +466,16 @@
       var cond;
       try { cond = JSON.parse(node.getAttribute("data-when")); } catch (e) { return; }
       if (!cond) return;
-      var isStep = node.classList.contains("step");
-      // On a step the badge also opens the collapsed step (a reader may
-      // still want to read what the other choice would do).
-      var badge = el(isStep ? "button" : "span", "na-badge", t("not_applicable", "Not applicable"));
-      if (isStep) {
-        badge.type = "button";
-        badge.setAttribute("aria-expanded", "false");
-        badge.addEventListener("click", function () {
-          var open = node.classList.toggle("na-open");
-          badge.setAttribute("aria-expanded", String(open));
-        });
-      }
+      // The badge opens the collapsed step or block (a reader may still
+      // want to read what the other choice would do).
+      var badge = el("button", "na-badge", t("not_applicable", "Not applicable"));
+      badge.type = "button";
+      badge.setAttribute("aria-expanded", "false");
+      badge.addEventListener("click", function () {
+        var open = node.classList.toggle("na-open");
+        badge.setAttribute("aria-expanded", String(open));
+        if (Cairn.scrollables) Cairn.scrollables();
+      });
       badge.hidden = true;
       var host = node.classList.contains("step") ? $(".step-title", node) : $(".cb-head", node);
       if (host) {
@@ -498,6 +496,7 @@
     syncTabsFromParams();
     applyRelevance();
     updateProgress();
+    if (Cairn.scrollables) Cairn.scrollables();
     if (typeof Cairn.onParams === "function") {
       try { Cairn.onParams(Cairn.values()); } catch (e) { console.error(e); }
     }
@@ -604,6 +603,7 @@
       var panel = panelFor(set, b, i);
       if (panel) panel.hidden = !sel;
     });
+    if (Cairn.scrollables) Cairn.scrollables(); // the panel shown may scroll
     if (byUser && set.param && byName[set.param]) {
       var v = tab.getAttribute("data-value");
       if (v != null && Cairn.values({ secrets: true })[set.param] !== v) Cairn.setParam(set.param, v);
@@ -1021,8 +1021,29 @@
       var onNow = html.classList.toggle("code-wrap");
       store.set("cairn:wrap", onNow);
       $$(".cb-wrap").forEach(function (b) { b.setAttribute("aria-pressed", String(onNow)); });
+      Cairn.scrollables();
     });
+    Cairn.scrollables();
+    var tid = null;
+    window.addEventListener("resize", function () { clearTimeout(tid); tid = setTimeout(Cairn.scrollables, 150); });
   }
+  // Cairn.scrollables(): code and output that scroll sideways can be
+  // reached and scrolled with the keyboard (a tab stop of their own, WCAG
+  // 2.1.1); the others stay out of the tab order. Called again when wrap
+  // changes, the window resizes or an output arrives.
+  Cairn.scrollables = function () {
+    $$(".cb pre, pre.output").forEach(function (pre) {
+      if (pre.scrollWidth > pre.clientWidth + 1 || pre.scrollHeight > pre.clientHeight + 1) {
+        if (!pre.hasAttribute("tabindex")) {
+          pre.setAttribute("tabindex", "0");
+          pre.setAttribute("data-scrolls", "");
+        }
+      } else if (pre.hasAttribute("data-scrolls")) {
+        pre.removeAttribute("tabindex");
+        pre.removeAttribute("data-scrolls");
+      }
+    });
+  };
 
   // ---------- index: filter by tag (?tag=…, from a tag chip) ----------
   function initTagFilter() {
@@ -1294,10 +1315,46 @@
     Cairn.search = function (q) { input.value = q; run(); return load(); };
   }
 
+  // ---------- keyboard: a skip link to the steps; j and k move between blocks ----------
+  function initKeys() {
+    var first = $("section.step[id]");
+    var skip = $(".skip-link");
+    if (first && skip) {
+      var a = el("a", "skip-link", t("skip_to_steps", "Skip to the first step"));
+      a.href = "#" + first.id;
+      skip.parentNode.insertBefore(a, skip.nextSibling);
+    }
+    // j: the next block, k: the previous (its Run button, else the block
+    // itself), outside text fields; the blocks the current choice does not
+    // apply to are passed over.
+    on(doc, "keydown", function (e) {
+      if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey || (e.key !== "j" && e.key !== "k") || isEditable(e.target)) return;
+      var blocks = $$(".cb[data-block]").filter(function (b) { return b.offsetParent !== null && !b.closest(".is-na:not(.na-open)"); });
+      if (!blocks.length) return;
+      var cur = doc.activeElement && doc.activeElement.closest ? doc.activeElement.closest(".cb[data-block]") : null;
+      var i = blocks.indexOf(cur);
+      if (i < 0) {
+        // From the reading position: the first block below the top.
+        i = blocks.findIndex(function (b) { return b.getBoundingClientRect().top > 60; });
+        i = e.key === "j" ? (i < 0 ? blocks.length - 1 : i) : Math.max((i < 0 ? blocks.length : i) - 1, 0);
+      } else {
+        i = e.key === "j" ? Math.min(i + 1, blocks.length - 1) : Math.max(i - 1, 0);
+      }
+      var b = blocks[i], target = $(".cb-run", b);
+      if (!target) {
+        if (!b.hasAttribute("tabindex")) b.setAttribute("tabindex", "-1");
+        target = b;
+      }
+      e.preventDefault();
+      target.focus({ preventScroll: true });
+      b.scrollIntoView({ block: "center", behavior: "smooth" });
+    });
+  }
+
   // ---------- start ----------
   function start() {
     [fixFileLinks, initTheme, initSidebar, initParams, initSubstitution, initTabs, initSteps, initCopy, initRun,
-      initDecor, initWrap, initTagFilter, initSearch, initSpy].forEach(function (f) {
+      initDecor, initWrap, initTagFilter, initSearch, initSpy, initKeys].forEach(function (f) {
       try { f(); } catch (e) { console.error("cairn: " + (f.name || "init") + ": ", e); }
     });
     try { update(); } catch (e) { console.error("cairn: update: ", e); }

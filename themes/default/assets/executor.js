@@ -180,6 +180,7 @@
     if (muted) box.appendChild(el("p", "cb-muted-note", T("muted_note", "%d muted lines are known and harmless: ").replace("%d", muted) + muteOf(block.getAttribute("data-block")).why));
     block.classList.toggle("cb-verified", rec.status === "verified");
     block.classList.toggle("cb-failed", rec.status !== "verified");
+    if (window.Cairn && window.Cairn.scrollables) window.Cairn.scrollables();
   }
 
   // muteOf is a block's mute= patterns as RegExps (one line each) and
