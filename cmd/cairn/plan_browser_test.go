@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +14,14 @@ import (
 
 // planPage has what a plan goes through: a block that runs, one its
 // condition skips, one that asks first, a manual step, a failure.
-const planPage = "---\ntitle: 계획 시험\nslug: plantest\nlang: ko\nparams:\n  - name: MODE\n    type: enum\n    values: [a, b]\n    default: a\n---\n" +
+const planPage = "---\ntitle: 계획 시험\nslug: plantest\nlang: ko\nparams:\n  - name: MODE\n    type: enum\n    values: [a, b]\n    default: a\n  - name: NODE\n    type: host\n    default: cp0\n---\n" +
 	"## 하나 {#one}\n\n" +
 	"```bash {#first target=local expect.contains=first mute='^W: deprecated' mute.why=\"이 도구가 늘 내는 경고예요\" capture.TOKEN='token (\\S+)' secret=TOKEN}\necho first\necho 'W: deprecated flag'\necho token abcdefgh12345678\n```\n\n" +
 	"```bash {#only-b target=local when='MODE == \"b\"'}\necho b\n```\n\n" +
 	"```bash {#change target=local confirm=\"무언가를 바꿉니다\"}\ntest -n \"$TOKEN\" && echo changed\n```\n\n" +
 	"## 둘 {#two}\n\n" +
 	"```text {#by-hand target=manual}\n손으로 파일을 고칩니다\n```\n\n" +
-	"```bash {#after-hand target=local}\necho after-hand\n```\n\n" +
+	"```bash {#after-hand target=local}\necho after-hand \"$NODE\"\n```\n\n" +
 	"## 셋 {#three}\n\n" +
 	"```bash {#breaks target=local expect.contains=never retries=1 interval=3s}\necho nope\n```\n\n" +
 	"```bash {#not-reached target=local}\necho not-reached\n```\n"
@@ -106,6 +107,19 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 		for _, v := range pg.Axe() {
 			t.Errorf("axe-core after the plan (%s): %s", theme, v)
 		}
+	}
+	// An invalid value turns off the Run of the blocks that read it, saying
+	// which field to fix; fixed, Run is back.
+	setNode := func(v string) {
+		pg.Eval(`(function(){var c=document.querySelector('form.params [name="NODE"]'); c.value=` + strconv.Quote(v) + `; c.dispatchEvent(new Event("input", {bubbles: true})); return ""})()`)
+	}
+	setNode("not a host!")
+	if got := pg.Eval(`(function(){var b=document.querySelector("#block-after-hand .cb-run"); return b.getAttribute("aria-disabled") + "|" + b.title + "|" + document.querySelector("#block-first .cb-run").getAttribute("aria-disabled")})()`); got != "true|먼저 이 값을 고치세요: NODE|null" {
+		t.Errorf("Run with NODE invalid: %q", got)
+	}
+	setNode("cp1")
+	if got := pg.Eval(`document.querySelector("#block-after-hand .cb-run").getAttribute("aria-disabled") + ""`); got != "null" {
+		t.Errorf("Run after NODE was fixed: aria-disabled %q", got)
 	}
 	// Run on its own, change asks first and says where $TOKEN comes from.
 	pg.Run("run change", chromedp.Click(chromedp.CSS(`#block-change .cb-run`)))

@@ -496,6 +496,7 @@
     syncTabsFromParams();
     applyRelevance();
     updateProgress();
+    markInvalidRuns();
     if (Cairn.scrollables) Cairn.scrollables();
     if (typeof Cairn.onParams === "function") {
       try { Cairn.onParams(Cairn.values()); } catch (e) { console.error(e); }
@@ -973,13 +974,42 @@
     });
   }
 
-  // Cairn.disableRun(why): the executor went away; Run says why until it is back.
-  Cairn.disableRun = function (why) {
-    $$(".cb-run").forEach(function (btn) {
+  // A Run button is off when the executor is (runOff says why, null when
+  // it runs blocks) or when a value the block reads is invalid (the reason
+  // names the fields); it stays focusable and says why.
+  var runOff = null;
+  function applyRun(btn) {
+    var bad = btn.getAttribute("data-invalid");
+    var why = runOff || (bad ? t("run_invalid", "Fix these values first: ") + bad.split(" ").join(", ") : null);
+    if (why) {
       btn.setAttribute("aria-disabled", "true");
       btn.title = why;
       btn.setAttribute("data-tip", why);
+    } else {
+      btn.disabled = false;
+      btn.removeAttribute("aria-disabled");
+      btn.removeAttribute("data-tip");
+      btn.classList.remove("show-tip");
+      btn.title = t("run", "Run");
+    }
+  }
+  // markInvalidRuns: the blocks that read a parameter whose value is
+  // invalid now.
+  function markInvalidRuns() {
+    var blocks = DATA.blocks || {};
+    $$(".cb[data-block] .cb-run").forEach(function (btn) {
+      var b = blocks[btn.closest(".cb").getAttribute("data-block")] || {};
+      var bad = (b.refs || []).filter(function (r) { return byName[r] && byName[r].valid === false; });
+      var was = btn.getAttribute("data-invalid") || "";
+      if (bad.join(" ") === was) return;
+      if (bad.length) btn.setAttribute("data-invalid", bad.join(" ")); else btn.removeAttribute("data-invalid");
+      if (Cairn.onRun) applyRun(btn); // without the executor Run is off anyway, and says so
     });
+  }
+  // Cairn.disableRun(why): the executor went away; Run says why until it is back.
+  Cairn.disableRun = function (why) {
+    runOff = why;
+    $$(".cb-run").forEach(applyRun);
   };
   // Cairn.fillText(s): s with the form's values (unquoted) for display.
   Cairn.fillText = function (s) {
@@ -992,13 +1022,8 @@
   // Cairn.enableRun(fn): the executor calls this once it can run blocks.
   Cairn.enableRun = function (fn) {
     if (typeof fn === "function") Cairn.onRun = fn;
-    $$(".cb-run").forEach(function (btn) {
-      btn.disabled = false;
-      btn.removeAttribute("aria-disabled");
-      btn.removeAttribute("data-tip");
-      btn.classList.remove("show-tip");
-      btn.title = t("run", "Run");
-    });
+    runOff = null;
+    $$(".cb-run").forEach(applyRun);
   };
 
   // ---------- long lines: wrap or scroll, the reader's choice (kept) ----------
