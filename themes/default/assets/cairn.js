@@ -999,7 +999,7 @@
     var blocks = DATA.blocks || {};
     $$(".cb[data-block] .cb-run").forEach(function (btn) {
       var b = blocks[btn.closest(".cb").getAttribute("data-block")] || {};
-      var bad = (b.refs || []).filter(function (r) { return byName[r] && byName[r].valid === false; });
+      var bad = (b.refs || []).filter(function (r) { return byName[r] && validate(byName[r]) !== null; });
       var was = btn.getAttribute("data-invalid") || "";
       if (bad.join(" ") === was) return;
       if (bad.length) btn.setAttribute("data-invalid", bad.join(" ")); else btn.removeAttribute("data-invalid");
