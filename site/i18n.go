@@ -141,3 +141,13 @@ func stringsFor(lang string) Strings {
 	}
 	return uiStrings["en"]
 }
+
+// UIStrings returns a copy of the UI strings for lang (English when the
+// site has none for it): what a test compares a page's visible text with.
+func UIStrings(lang string) Strings {
+	out := Strings{}
+	for k, v := range stringsFor(lang) {
+		out[k] = v
+	}
+	return out
+}

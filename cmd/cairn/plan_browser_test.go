@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cairn-dev/cairn/sandbox/testrig"
+	"github.com/cairn-dev/cairn/site"
 )
 
 // planPage has what a plan goes through: a block that runs, one its
@@ -120,6 +122,32 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 	setNode("cp1")
 	if got := pg.Eval(`document.querySelector("#block-after-hand .cb-run").getAttribute("aria-disabled") + ""`); got != "null" {
 		t.Errorf("Run after NODE was fixed: aria-disabled %q", got)
+	}
+	// No English UI string is visible on this Korean page after the runs
+	// (the executor's own words may sit in title attributes).
+	visible := pg.Eval(`(function(){
+	  var w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), out = [], n;
+	  while ((n = w.nextNode())) {
+	    var p = n.parentElement;
+	    if (!p || p.closest("pre, code, script, style, .cb-title, .plan-id, .prm") || !p.checkVisibility()) continue;
+	    if (n.nodeValue.trim()) out.push(n.nodeValue.trim());
+	  }
+	  return out.join("\n");
+	})()`)
+	if !strings.Contains(visible, "실행기 연결됨") || !strings.Contains(visible, "검증됨") || !strings.Contains(visible, "실패해서 멈췄어요") {
+		t.Fatalf("the visible text is not the page's:\n%s", visible)
+	}
+	en, ko := site.UIStrings("en"), site.UIStrings("ko")
+	for k, v := range en {
+		for _, part := range regexp.MustCompile(`%[ds]`).Split(v, -1) {
+			part = strings.TrimSpace(strings.Trim(part, ":—()…·"))
+			if len(part) < 6 || part == strings.TrimSpace(ko[k]) {
+				continue
+			}
+			if strings.Contains(visible, part) {
+				t.Errorf("English UI text %q (%s) visible on the Korean page", part, k)
+			}
+		}
 	}
 	// Run on its own, change asks first and says where $TOKEN comes from.
 	pg.Run("run change", chromedp.Click(chromedp.CSS(`#block-change .cb-run`)))
