@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,17 +49,7 @@ func (r rigMain) Run() int { return testrig.Main(r.m) }
 var screenshots = flag.Bool("screenshots", false, "write docs/screenshot-executor.png from the end-to-end test")
 
 // syncBuffer is a Stderr the test can read while the command writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuffer = testrig.Buffer
 
 var pairRe = regexp.MustCompile(`pair this browser by opening (http://127\.0\.0\.1:\d+/)#cairn-token=([0-9a-f]+)`)
 

@@ -65,15 +65,7 @@ func DecodePlanRequest(body io.Reader) (*PlanRequest, error) {
 // /api/runs/{id}/events, and it is cancelled as a run is) and the blocks
 // it will go through.
 func (s *Server) startPlan(w http.ResponseWriter, r *http.Request) {
-	if !jsonBody(w, r) {
-		return
-	}
-	req, err := DecodePlanRequest(r.Body)
-	if err != nil {
-		badBody(w, err)
-		return
-	}
-	rb, p, _, ok := s.checkPlan(w, req)
+	req, rb, p, _, ok := s.planRequest(w, r)
 	if !ok {
 		return
 	}
@@ -119,27 +111,35 @@ func (s *Server) startPlan(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "blocks": ids})
 }
 
-// checkPlan is what a plan request must pass before anything runs (or is
-// previewed): a runbook the daemon loaded, a selection it has, every block
-// as the page showed it, parameters that resolve, and every captured value
-// the plan reads at hand or captured on the way. It answers the request
-// itself when one fails.
-func (s *Server) checkPlan(w http.ResponseWriter, req *PlanRequest) (*runbook.Runbook, *executor.Plan, []executor.Planned, bool) {
+// planRequest reads a plan request and checks what it must pass before
+// anything runs (or is previewed): a JSON body, a runbook the daemon
+// loaded, a selection it has, every block as the page showed it,
+// parameters that resolve, and every captured value the plan reads at hand
+// or captured on the way. It answers the request itself when one fails.
+func (s *Server) planRequest(w http.ResponseWriter, r *http.Request) (*PlanRequest, *runbook.Runbook, *executor.Plan, []executor.Planned, bool) {
+	if !jsonBody(w, r) {
+		return nil, nil, nil, nil, false
+	}
+	req, err := DecodePlanRequest(r.Body)
+	if err != nil {
+		badBody(w, err)
+		return nil, nil, nil, nil, false
+	}
 	rb := s.loaded(w, req.Runbook)
 	if rb == nil {
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	}
 	sel := executor.Selection{Step: req.Step, From: req.From, Block: req.Block, FromBlock: req.FromBlock}
 	p, err := executor.NewPlan(rb, sel)
 	if err != nil {
 		fail(w, http.StatusNotFound, "unknown_step", "%v", err)
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	}
 	// Every block must be the one the page showed, before anything runs.
 	for _, b := range p.Blocks {
 		if req.Hashes[b.ID] != b.Hash {
 			fail(w, http.StatusConflict, "hash_mismatch", "block %q changed since the page was loaded (or the page did not send its hash); reload the page", b.ID)
-			return nil, nil, nil, false
+			return nil, nil, nil, nil, false
 		}
 	}
 	// A plan that would stop at a block for want of a captured value is
@@ -149,12 +149,12 @@ func (s *Server) checkPlan(w http.ResponseWriter, req *PlanRequest) (*runbook.Ru
 	switch {
 	case errors.Is(err, executor.ErrUnmet):
 		fail(w, http.StatusConflict, "missing_capture", "%s", strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": "))
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	case err != nil:
 		fail(w, http.StatusBadRequest, "bad_param", "%v", err)
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	}
-	return rb, p, planned, true
+	return req, rb, p, planned, true
 }
 
 // PlannedBlock is one block of POST /api/plans/preview's answer.
@@ -175,15 +175,7 @@ type PlannedBlock struct {
 // block by block, before anything runs: the page shows it in the one
 // confirmation it asks for a whole step. Nothing runs.
 func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request) {
-	if !jsonBody(w, r) {
-		return
-	}
-	req, err := DecodePlanRequest(r.Body)
-	if err != nil {
-		badBody(w, err)
-		return
-	}
-	_, _, planned, ok := s.checkPlan(w, req)
+	_, _, _, planned, ok := s.planRequest(w, r)
 	if !ok {
 		return
 	}

@@ -2,9 +2,11 @@ package testrig
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ProcessAlive reports whether pid runs and is not a zombie (or dead): what
@@ -37,3 +39,17 @@ func PIDs() []int {
 	}
 	return pids
 }
+
+// Buffer is output a test reads while a server or command writes it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *Buffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }

@@ -53,6 +53,7 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		name, topo, dist string
 		etcdHosts        int
 		exported         bool
+		page             bool // the reader's walk in the page (Chromium), not cairn run
 		then             func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)
 	}{
 		// The CCM runbook then runs on the control plane this run built:
@@ -61,19 +62,21 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 		// CCM run is the air-gapped site's: the exported script from the
 		// offline bundle, with bash alone. The longest run, so it starts
 		// first.
-		{"stacked-upload", "stacked", "upload", 0, false, runCCMExported},
+		// The kubeadm run is the reader's, in the page (#32): "Run from here"
+		// and one confirmation, in at most 6 clicks.
+		{"stacked-upload", "stacked", "upload", 0, false, true, runCCMExported},
 		// The CCM runbook again, its node-side blocks through the API
 		// (NODE_ACCESS=api: target=node), as on a cluster without SSH.
-		{"external-upload", "external", "upload", 3, false, runCCMOnNodesAPI},
+		{"external-upload", "external", "upload", 3, false, false, runCCMOnNodesAPI},
 		// The manual certificate path by scp: the person at the terminal
 		// (interactive); then blocks in pods and on nodes through the API.
-		{"stacked-scp", "stacked", "scp", 0, false, runFanOutOnNodes},
+		{"stacked-scp", "stacked", "scp", 0, false, false, runFanOutOnNodes},
 		// The air-gapped site (airgap_test.go): the exported kubeadm script
 		// builds this cluster from the offline bundle with bash alone, then
 		// the exported Cilium script migrates it with the bundle's chart:
 		// its agents as pods on these nodes. Last, and never beside a
 		// cluster being built (see building).
-		{"external-copy", "external", "copy", 3, true, runCiliumExported},
+		{"external-copy", "external", "copy", 3, true, false, runCiliumExported},
 	}
 	// Two clusters at a time, started in the order above: each run waits
 	// on its nodes more than it computes (about a third of a core), and
@@ -96,7 +99,7 @@ func TestBundledKubeadmOnNodes(t *testing.T) {
 			defer wg.Done()
 			defer func() { <-slots }()
 			t.Run(tc.name, func(t *testing.T) {
-				runKubeadmOnNodes(t, tc.topo, tc.dist, tc.etcdHosts, tc.exported, tc.then)
+				runKubeadmOnNodes(t, tc.topo, tc.dist, tc.etcdHosts, tc.exported, tc.page, tc.then)
 			})
 		}()
 	}
@@ -178,7 +181,7 @@ var building sync.RWMutex
 // With exported, the run is the air-gapped site's: the kubeadm script of
 // the offline bundle, with bash alone, its images from the bundle's OCI
 // layout; its signed results are compared with cairn run's verdicts.
-func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported bool, then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)) {
+func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported, page bool, then func(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR string)) {
 	start := time.Now()
 	// Registered first, so it logs last, after the teardown's lines: a CI
 	// log that keeps only its head and tail still shows where a run failed.
@@ -285,7 +288,19 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported 
 	defer cancel()
 	runStart := time.Now()
 	siteResults := filepath.Join(dir, "kubeadm-ha.results.jsonl")
-	if site != nil {
+	var pageRan map[string]bool
+	switch {
+	case page:
+		// What the sandbox button fills in is left for it to fill.
+		typed := map[string]string{}
+		for _, k := range []string{"ETCD_TOPOLOGY", "CERT_DISTRIBUTION", "FIRST_CP", "CONTROL_PLANE_HOSTS", "WORKER_HOSTS", "REFRESH_JOIN"} {
+			if v, ok := params[k]; ok {
+				typed[k] = v
+			}
+		}
+		pageRan = runKubeadmViaPage(ctx, t, sbDir, dir, typed)
+		phase("kubeadm-ha from the page", runStart)
+	case site != nil:
 		scriptArgs := []string{"--ssh-config", inv.SSHConfig}
 		if dist != "scp" {
 			scriptArgs = append(scriptArgs, "--yes")
@@ -297,7 +312,7 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported 
 		err = resumeKilledJoins(ctx, t, site, inv.SSHConfig, dir, siteResults, scriptArgs, stdin, stdout, &stderr)
 		params["REFRESH_JOIN"] = "true" // how the run resumed
 		phase("exported kubeadm-ha.sh", runStart)
-	} else {
+	default:
 		err = cairnWith(ctx, []string{sandbox.EnvStateDir + "=" + sbDir}, stdin, stdout, &stderr, args...)
 		phase("cairn run kubeadm-ha", runStart)
 	}
@@ -313,7 +328,10 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported 
 			}
 		}
 	}
-	ran := checkRun(t, stdout)
+	ran := pageRan
+	if !page {
+		ran = checkRun(t, stdout)
+	}
 	if site != nil {
 		site.checkSiteResults(t, rb, params, siteResults, filepath.Join(dir, "site-journal.db"))
 	}

@@ -922,38 +922,22 @@
     });
   }
 
-  // confirmRun asks before a block that changes its target runs, and says
-  // what will happen: the command as it will run (form values filled in)
-  // and what it runs against (cluster and namespace, or hosts and sudo).
-  function confirmRun(block, msg) {
+  // Cairn.ask shows a modal question: a title, body nodes, Cancel (the
+  // default, and Esc) and a yes button labelled yes (off when yesOff). It
+  // resolves with true for yes, false otherwise. cls names the dialog.
+  Cairn.ask = function (o) {
     return new Promise(function (resolve) {
-      var dlg = el("dialog", "confirm-run");
-      dlg.setAttribute("aria-labelledby", "confirm-run-title");
-      var h = el("h2", null, msg);
-      h.id = "confirm-run-title";
+      var dlg = el("dialog", "confirm-run" + (o.cls ? " " + o.cls : ""));
+      var h = el("h2", null, o.title);
+      h.id = "confirm-title-" + Date.now();
+      dlg.setAttribute("aria-labelledby", h.id);
       dlg.appendChild(h);
-      var where = typeof Cairn.whereFor === "function" ? Cairn.whereFor(block) : [];
-      if (where.length) {
-        var dl = el("dl", "confirm-where");
-        where.forEach(function (kv) { dl.appendChild(el("dt", null, kv[0])); dl.appendChild(el("dd", null, kv[1])); });
-        dlg.appendChild(dl);
-      }
-      var tmpl = copyTemplate(block);
-      var pre = el("pre", "confirm-command");
-      pre.appendChild(el("code", null, tmpl ? fillTemplate(tmpl, copyValues()) : commandText(block)));
-      dlg.appendChild(el("p", "confirm-label", t("confirm_command", "Command")));
-      dlg.appendChild(pre);
-      var caps = capturedFrom(block.getAttribute("data-block"));
-      if (caps.length) {
-        dlg.appendChild(el("p", "confirm-label", t("confirm_captures", "Values from earlier blocks")));
-        var ul = el("ul", "confirm-captures");
-        caps.forEach(function (c) { ul.appendChild(el("li", null, c)); });
-        dlg.appendChild(ul);
-      }
+      (o.body || []).forEach(function (n) { dlg.appendChild(n); });
       var row = el("div", "confirm-actions");
       var no = el("button", "confirm-no", t("cancel", "Cancel"));
-      var yes = el("button", "confirm-yes", t("confirm_run", "Run it"));
+      var yes = el("button", "confirm-yes", o.yes || t("confirm_run", "Run it"));
       no.type = yes.type = "button";
+      yes.disabled = !!o.yesOff;
       row.appendChild(no);
       row.appendChild(yes);
       dlg.appendChild(row);
@@ -972,6 +956,30 @@
       if (dlg.showModal) dlg.showModal(); else dlg.setAttribute("open", "");
       no.focus(); // the safe answer is the default one
     });
+  };
+
+  // confirmRun asks before a block that changes its target runs, and says
+  // what will happen: the command as it will run (form values filled in)
+  // and what it runs against (cluster and namespace, or hosts and sudo).
+  function confirmRun(block, msg) {
+    var body = [];
+    var where = typeof Cairn.whereFor === "function" ? Cairn.whereFor(block) : [];
+    if (where.length) {
+      var dl = el("dl", "confirm-where");
+      where.forEach(function (kv) { dl.appendChild(el("dt", null, kv[0])); dl.appendChild(el("dd", null, kv[1])); });
+      body.push(dl);
+    }
+    var tmpl = copyTemplate(block);
+    var pre = el("pre", "confirm-command");
+    pre.appendChild(el("code", null, tmpl ? fillTemplate(tmpl, copyValues()) : commandText(block)));
+    body.push(el("p", "confirm-label", t("confirm_command", "Command")), pre);
+    var caps = capturedFrom(block.getAttribute("data-block"));
+    if (caps.length) {
+      var ul = el("ul", "confirm-captures");
+      caps.forEach(function (c) { ul.appendChild(el("li", null, c)); });
+      body.push(el("p", "confirm-label", t("confirm_captures", "Values from earlier blocks")), ul);
+    }
+    return Cairn.ask({ title: msg, body: body });
   }
 
   // A Run button is off when the executor is (runOff says why, null when

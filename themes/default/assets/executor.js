@@ -413,20 +413,42 @@
     if (all.every(function (b) { return b.classList.contains("cb-verified"); })) box.click();
   }
 
+  // events reads a response's Server-Sent Events, calling handle(name,
+  // data parsed as JSON) for each until it returns true or the stream ends.
+  function events(resp, handle) {
+    var reader = resp.body.getReader(), dec = new TextDecoder(), buf = "";
+    function pump() {
+      return reader.read().then(function (r) {
+        if (r.done) return;
+        buf += dec.decode(r.value, { stream: true });
+        var i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          var chunk = buf.slice(0, i), name = "message", data = [];
+          buf = buf.slice(i + 2);
+          chunk.split("\n").forEach(function (line) {
+            if (line.indexOf("event: ") === 0) name = line.slice(7);
+            else if (line.indexOf("data: ") === 0) data.push(line.slice(6));
+          });
+          if (!data.length) continue;
+          var d;
+          try { d = JSON.parse(data.join("\n")); } catch (e) { continue; }
+          if (handle(name, d)) { reader.cancel().catch(function () {}); return; }
+        }
+        return pump();
+      });
+    }
+    return pump();
+  }
+
   // stream reads the run's Server-Sent Events with fetch (EventSource cannot
   // send the Authorization header) and resolves with the final record.
   function stream(id, code, block) {
     return api("/runs/" + id + "/events").then(function (resp) {
       if (!resp.ok) return json(resp);
-      var reader = resp.body.getReader();
-      var dec = new TextDecoder();
-      var buf = "";
       var lastHost = null;
       var multi = /^(ssh|pod|node)$/.test(block.getAttribute("data-target"));
       var result = null;
-      function handle(name, data) {
-        var d;
-        try { d = JSON.parse(data); } catch (e) { return; }
+      function handle(name, d) {
         if (name === "output") {
           if (multi && d.host !== lastHost) {
             code.appendChild(el("span", "host-sep", "── " + d.host + " ──\n"));
@@ -448,25 +470,7 @@
           result = d;
         }
       }
-      function pump() {
-        return reader.read().then(function (r) {
-          if (r.done) return result;
-          buf += dec.decode(r.value, { stream: true });
-          var i;
-          while ((i = buf.indexOf("\n\n")) >= 0) {
-            var chunk = buf.slice(0, i);
-            buf = buf.slice(i + 2);
-            var name = "message", data = [];
-            chunk.split("\n").forEach(function (line) {
-              if (line.indexOf("event: ") === 0) name = line.slice(7);
-              else if (line.indexOf("data: ") === 0) data.push(line.slice(6));
-            });
-            if (data.length) handle(name, data.join("\n"));
-          }
-          return result ? result : pump();
-        });
-      }
-      return pump();
+      return events(resp, function (name, d) { handle(name, d); return !!result; }).then(function () { return result; });
     });
   }
 
@@ -540,73 +544,45 @@
   // planConfirm shows the plan and resolves with the answers ({confirm,
   // done}) or null.
   function planConfirm(title, blocks) {
-    return new Promise(function (resolve) {
-      var dlg = el("dialog", "confirm-run confirm-plan");
-      dlg.setAttribute("aria-labelledby", "confirm-plan-title");
-      var h = el("h2", null, title);
-      h.id = "confirm-plan-title";
-      dlg.appendChild(h);
-      var runs = blocks.filter(function (b) { return !b.skip; }).length;
-      dlg.appendChild(el("p", "plan-sum", T("plan_sum", "%d of %d blocks run; each stops the plan if it fails.").replace("%d", runs).replace("%d", blocks.length)));
-      var ol = el("ol", "plan-list");
-      var confirm = [], manual = [];
-      blocks.forEach(function (b) {
-        var li = el("li", "plan-item plan-" + (b.skip || "run"));
-        li.setAttribute("data-block", b.block);
-        var blockEl = doc.getElementById("block-" + b.block);
-        var name = blockEl && $(".cb-title", blockEl) ? $(".cb-title", blockEl).textContent.trim() : "";
-        var head = el("div", "plan-head");
-        head.appendChild(el("code", "plan-id", b.block));
-        if (name && name !== b.block) head.appendChild(el("span", "plan-name", name));
-        li.appendChild(head);
-        if (b.skip === "condition") {
-          li.appendChild(el("div", "plan-why", b.when ? T("plan_cond_false", "skipped, false with the chosen values: ") + b.when : T("plan_skipped", "skipped: ") + b.why));
-        } else if (b.skip === "manual") {
-          var lab = el("label", "plan-done");
-          var cb = el("input");
-          cb.type = "checkbox";
-          cb.value = b.block;
-          manual.push(cb);
-          lab.appendChild(cb);
-          lab.appendChild(doc.createTextNode(" " + T("plan_manual_done", "a step done by hand; tick it if it is done already (else the plan stops there)")));
-          li.appendChild(lab);
-        } else {
-          // Where it runs in the page's words (whereFor), else the executor's.
-          var where = blockEl ? whereFor(blockEl).map(function (kv) { return kv[0] + ": " + kv[1]; }).join(", ") : "";
-          li.appendChild(el("div", "plan-where", where || b.where || ""));
-          if (b.confirm) {
-            confirm.push(b.block);
-            li.appendChild(el("div", "plan-confirm", T("plan_asks", "changes its target: ") + b.confirm));
-          }
+    var runs = blocks.filter(function (b) { return !b.skip; }).length;
+    var sum = el("p", "plan-sum", T("plan_sum", "%d of %d blocks run; each stops the plan if it fails.").replace("%d", runs).replace("%d", blocks.length));
+    var ol = el("ol", "plan-list");
+    var confirm = [], manual = [];
+    blocks.forEach(function (b) {
+      var li = el("li", "plan-item plan-" + (b.skip || "run"));
+      li.setAttribute("data-block", b.block);
+      var blockEl = doc.getElementById("block-" + b.block);
+      var name = blockEl && $(".cb-title", blockEl) ? $(".cb-title", blockEl).textContent.trim() : "";
+      var head = el("div", "plan-head");
+      head.appendChild(el("code", "plan-id", b.block));
+      if (name && name !== b.block) head.appendChild(el("span", "plan-name", name));
+      li.appendChild(head);
+      if (b.skip === "condition") {
+        li.appendChild(el("div", "plan-why", b.when ? T("plan_cond_false", "skipped, false with the chosen values: ") + b.when : T("plan_skipped", "skipped: ") + b.why));
+      } else if (b.skip === "manual") {
+        var lab = el("label", "plan-done");
+        var cb = el("input");
+        cb.type = "checkbox";
+        cb.value = b.block;
+        manual.push(cb);
+        lab.appendChild(cb);
+        lab.appendChild(doc.createTextNode(" " + T("plan_manual_done", "a step done by hand; tick it if it is done already (else the plan stops there)")));
+        li.appendChild(lab);
+      } else {
+        // Where it runs in the page's words (whereFor), else the executor's.
+        var where = blockEl ? whereFor(blockEl).map(function (kv) { return kv[0] + ": " + kv[1]; }).join(", ") : "";
+        li.appendChild(el("div", "plan-where", where || b.where || ""));
+        if (b.confirm) {
+          confirm.push(b.block);
+          li.appendChild(el("div", "plan-confirm", T("plan_asks", "changes its target: ") + b.confirm));
         }
-        ol.appendChild(li);
-      });
-      dlg.appendChild(ol);
-      var row = el("div", "confirm-actions");
-      var no = el("button", "confirm-no", T("cancel", "Cancel"));
-      var yes = el("button", "confirm-yes", T("plan_run", "Run %d blocks").replace("%d", runs));
-      no.type = yes.type = "button";
-      yes.disabled = runs === 0;
-      row.appendChild(no);
-      row.appendChild(yes);
-      dlg.appendChild(row);
-      doc.body.appendChild(dlg);
-      var answered = false;
-      function answer(v) {
-        if (answered) return;
-        answered = true;
-        if (dlg.open) dlg.close();
-        dlg.remove();
-        resolve(v);
       }
-      no.addEventListener("click", function () { answer(null); });
-      yes.addEventListener("click", function () {
-        answer({ confirm: confirm, done: manual.filter(function (c) { return c.checked; }).map(function (c) { return c.value; }) });
-      });
-      dlg.addEventListener("close", function () { answer(null); });
-      if (dlg.showModal) dlg.showModal(); else dlg.setAttribute("open", "");
-      no.focus();
+      ol.appendChild(li);
     });
+    return window.Cairn.ask({ cls: "confirm-plan", title: title, body: [sum, ol], yes: T("plan_run", "Run %d blocks").replace("%d", runs), yesOff: runs === 0 })
+      .then(function (yes) {
+        return yes ? { confirm: confirm, done: manual.filter(function (c) { return c.checked; }).map(function (c) { return c.value; }) } : null;
+      });
   }
   function planMessage(kind, text, action) {
     if (!planBar) {
@@ -649,7 +625,7 @@
     var cur = null, failed = null, follows = [];
     return api("/runs/" + id + "/events").then(function (resp) {
       if (!resp.ok) return json(resp);
-      var reader = resp.body.getReader(), dec = new TextDecoder(), buf = "", result = null;
+      var result = null;
       function handle(name, d) {
         if (name === "next") {
           cur = d.block;
@@ -675,24 +651,7 @@
           result = d;
         }
       }
-      function pump() {
-        return reader.read().then(function (r) {
-          if (r.done) return result;
-          buf += dec.decode(r.value, { stream: true });
-          var i;
-          while ((i = buf.indexOf("\n\n")) >= 0) {
-            var chunk = buf.slice(0, i), name = "message", data = [];
-            buf = buf.slice(i + 2);
-            chunk.split("\n").forEach(function (line) {
-              if (line.indexOf("event: ") === 0) name = line.slice(7);
-              else if (line.indexOf("data: ") === 0) data.push(line.slice(6));
-            });
-            if (data.length) { try { handle(name, JSON.parse(data.join("\n"))); } catch (e) { /* not JSON */ } }
-          }
-          return result ? result : pump();
-        });
-      }
-      return pump();
+      return events(resp, function (name, d) { handle(name, d); return !!result; }).then(function () { return result; });
     }).then(function (rec) {
       return Promise.all(follows).then(function () { return rec; });
     }).then(function (rec) {
