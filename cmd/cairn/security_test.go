@@ -348,7 +348,7 @@ func TestSecurityHostileRequests(t *testing.T) {
 		{"GET", "/api/health"}, {"GET", "/api/runbooks"}, {"GET", "/api/runbooks/hostile/results"},
 		{"GET", "/api/runbooks/hostile/target"}, {"POST", "/api/runs"}, {"GET", "/api/runs"},
 		{"GET", "/api/runs/0123456789abcdef"}, {"GET", "/api/runs/0123456789abcdef/events"}, {"POST", "/api/runs/0123456789abcdef/cancel"},
-		{"POST", "/api/sandbox/accept"}, {"POST", "/api/plans"},
+		{"POST", "/api/sandbox/accept"}, {"POST", "/api/plans"}, {"POST", "/api/plans/preview"},
 	} {
 		cases = append(cases,
 			tc{ep.method + " " + ep.path + " without token", ep.method, ep.path, good, map[string]string{"Authorization": ""}, 401, "bad_token"},
@@ -392,6 +392,11 @@ func TestSecurityHostileRequests(t *testing.T) {
 		tc{"plan with an undeclared param", "POST", "/api/plans", plan(`,"params":{"NOT_DECLARED":"x"}`), nil, 400, "bad_param"},
 		tc{"plan with trailing data", "POST", "/api/plans", plan("") + "{}", nil, 400, "data after"},
 		tc{"plan with no selection", "POST", "/api/plans", `{"runbook":"hostile"}`, nil, 400, "bad_request"},
+		tc{"preview with a tampered hash", "POST", "/api/plans/preview", `{"runbook":"hostile","block":"echo","hashes":{"echo":"00"}}`, nil, 409, "hash_mismatch"},
+		tc{"preview of another runbook", "POST", "/api/plans/preview", `{"runbook":"../../etc/passwd","from":"s"}`, nil, 404, "unknown_runbook"},
+		tc{"preview as a form post (CSRF)", "POST", "/api/plans/preview", "runbook=hostile&block=echo", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, "bad_content_type"},
+		tc{"preview with a script field", "POST", "/api/plans/preview", plan(`,"script":"touch /tmp/x"`), nil, 400, "unknown field"},
+		tc{"plan from an unknown block", "POST", "/api/plans", `{"runbook":"hostile","from_block":"nope","hashes":{}}`, nil, 404, "unknown_step"},
 	)
 	for _, v := range []string{"$(touch x)", "`touch x`", "; touch x", "x\ntouch x", "' ; touch x; '"} {
 		cases = append(cases, tc{"shell in host param " + strconv.Quote(v), "POST", "/api/runs", withParams(fmt.Sprintf(`{"HOST":%q}`, v)), nil, 400, "bad_param"})
