@@ -163,3 +163,26 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 		t.Errorf("the manual step's box: %q", got)
 	}
 }
+
+// TestPageKubeOffInKorean: with no cluster, a Korean page's kube block
+// says in Korean that kube blocks are off, the executor's English reason
+// in its title; the pill warns, since the page has kube blocks.
+func TestPageKubeOffInKorean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser")
+	}
+	bctx := testrig.Browser(t)
+	md := "---\ntitle: 쿠버네티스\nslug: kubeoff\nlang: ko\n---\n## 하나 {#one}\n\n```bash {#k target=kube}\nkubectl get ns\n```\n"
+	content := contentDir(t, map[string]string{"kubeoff.md": md})
+	base, token, serr := startServe(t, "--content", content, "--sandbox", "no", "--kubeconfig", filepath.Join(t.TempDir(), "none"),
+		"--journal", filepath.Join(t.TempDir(), "journal.db"))
+	pg := testrig.NewPage(t, bctx, 60*time.Second, serr, `document.body.innerText.slice(0, 2000)`)
+	pg.Run("open the page", chromedp.Navigate(base+"kubeoff/#cairn-token="+token))
+	pg.Poll("the block says where it would run", `document.querySelector("#block-k .cb-where")`, 20*time.Second)
+	if got := pg.Eval(`document.querySelector("#block-k .cb-where").textContent + " | " + document.querySelector("#block-k .cb-where").title`); !strings.HasPrefix(got, "쿠버네티스 블록 꺼짐 | ") || !strings.Contains(got, "kube blocks are off") {
+		t.Errorf("kube block header: %q", got)
+	}
+	if got := pg.Eval(`document.getElementById("cairn-exec-status").className + " " + document.getElementById("cairn-exec-status").textContent`); !strings.Contains(got, "exec-warn") || !strings.Contains(got, "쿠버네티스 블록 꺼짐") {
+		t.Errorf("pill: %q", got)
+	}
+}

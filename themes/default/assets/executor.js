@@ -285,7 +285,10 @@
         var old = $(".cb-where", head);
         if (old) old.remove();
         if (!t.kube && !t.kube_error) return;
-        var w = el("span", "cb-where" + (t.kube_error ? " cb-where-error" : ""), t.kube_error ? t.kube_error : "→ " + t.kube.replace(/ \(.*$/, ""));
+        // The executor's reason is English: inline on an English page, in
+        // the title on others, where the page says it in its own words.
+        var off = t.kube_error && !english ? T("kube_off", "kube blocks are off") : t.kube_error;
+        var w = el("span", "cb-where" + (t.kube_error ? " cb-where-error" : ""), t.kube_error ? off : "→ " + t.kube.replace(/ \(.*$/, ""));
         w.title = t.kube_error || t.kube;
         head.insertBefore(w, $(".cb-actions", head));
       });
