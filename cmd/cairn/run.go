@@ -214,6 +214,9 @@ func (t *terminal) Start(r *executor.Run) executor.Sink {
 	// Pods and nodes are known only once the block runs: one or many,
 	// each line says whose it is.
 	t.out = &termSink{w: t.m.Stdout, multi: len(r.Job.Hosts) > 1 || b.Target == runbook.TargetPod || b.Target == runbook.TargetNode}
+	if len(b.Mute) > 0 {
+		t.out.mute, t.out.dim = b.Muted, isTerminal(t.m.Stdout)
+	}
 	return t.out
 }
 
@@ -231,6 +234,9 @@ func (t *terminal) Done(o executor.Outcome) {
 	default:
 		t.out.endLines()
 		fmt.Fprintf(w, "  ✗ %s: %s\n", o.Record.Status, strings.Join(o.Record.Reasons, "; "))
+	}
+	if o.Record != nil && t.out.muted > 0 {
+		fmt.Fprintf(w, "  %s known and harmless (%s)\n", count(t.out.muted, "line"), o.Block.MuteWhy)
 	}
 }
 
@@ -299,11 +305,33 @@ type termSink struct {
 	multi bool
 	bol   map[string]bool
 	seen  map[string]bool // info notices already shown (retries repeat them)
+	// mute says which lines the block calls known and harmless: output is
+	// then printed a whole line at a time, those lines dimmed at a
+	// terminal (dim), and counted (muted).
+	mute    func(string) bool
+	dim     bool
+	muted   int
+	pending map[string]string
 }
 
 func (s *termSink) Output(host string, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	text := string(p)
+	if s.mute != nil {
+		if s.pending == nil {
+			s.pending = map[string]string{}
+		}
+		text = s.pending[host] + text
+		cut := strings.LastIndexByte(text, '\n') + 1
+		s.pending[host] = text[cut:]
+		text = text[:cut]
+	}
+	s.write(host, text)
+}
+
+// write prints text as host's output. The caller holds s.mu.
+func (s *termSink) write(host, text string) {
 	if s.bol == nil {
 		s.bol = map[string]bool{}
 	}
@@ -311,7 +339,7 @@ func (s *termSink) Output(host string, p []byte) {
 	if s.multi {
 		pfx = fmt.Sprintf("  │ %s: ", host)
 	}
-	for _, line := range strings.SplitAfter(string(p), "\n") {
+	for _, line := range strings.SplitAfter(text, "\n") {
 		if line == "" {
 			continue
 		}
@@ -320,6 +348,12 @@ func (s *termSink) Output(host string, p []byte) {
 		s.endOpen(host)
 		if !s.bol[host] {
 			io.WriteString(s.w, pfx)
+		}
+		if s.mute != nil && s.mute(strings.TrimSuffix(line, "\n")) {
+			s.muted++
+			if s.dim {
+				line = "\x1b[2m" + strings.TrimSuffix(line, "\n") + "\x1b[0m\n"
+			}
 		}
 		io.WriteString(s.w, line)
 		s.bol[host] = !strings.HasSuffix(line, "\n")
@@ -331,6 +365,12 @@ func (s *termSink) Output(host string, p []byte) {
 func (s *termSink) endLines() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for h, rest := range s.pending {
+		if rest != "" {
+			s.write(h, rest)
+		}
+	}
+	clear(s.pending)
 	s.endOpen()
 }
 

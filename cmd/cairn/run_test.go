@@ -357,3 +357,35 @@ func TestRunAsksFirstAtATerminal(t *testing.T) {
 		})
 	}
 }
+
+// TestRunMutesKnownLines: cairn run dims the lines a block's mute= calls
+// known and harmless at a terminal, and says how many there were and why.
+func TestRunMutesKnownLines(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.md")
+	md := "---\ntitle: m\n---\n## one {#one}\n\n```bash {#b target=local mute='^W: ' mute.why=\"the tool always says so\"}\necho 'W: deprecated'; echo ok; printf 'W: no newline'\n```\n"
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"run", path, "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none"), "--journal", filepath.Join(dir, "j.jsonl"), "--yes"}
+	code, out, errOut := run(t, args...)
+	if code != 0 || !strings.Contains(out, "  │ W: deprecated\n  │ ok\n  │ W: no newline\n  ✓ verified") || !strings.Contains(out, "2 lines known and harmless (the tool always says so)") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "CAIRN_TEST_MAIN=1")
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	buf := &syncBuffer{}
+	go io.Copy(buf, tty)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := buf.String(); !strings.Contains(got, "\x1b[2mW: deprecated\x1b[0m") || strings.Contains(got, "\x1b[2mok") {
+		t.Errorf("at a terminal:\n%q", got)
+	}
+}

@@ -300,8 +300,9 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// isTerminal reports whether r is a terminal (a prompt can be answered).
-func isTerminal(r io.Reader) bool {
+// isTerminal reports whether r (or w) is a terminal: a prompt can be
+// answered, output can be styled.
+func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
