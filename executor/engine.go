@@ -225,6 +225,80 @@ func ResolveParams(rb *runbook.Runbook, given map[string]string) (map[string]str
 	return vals, nil
 }
 
+// newJob is b's job with these parameter values and the session's
+// captured values it reads; a value not captured yet is an error naming the
+// block that captures it. The caller holds e.mu.
+func (e *Engine) newJob(rb *runbook.Runbook, b *runbook.Block, params map[string]string) (*Job, error) {
+	s := e.sess(rb.Path)
+	env := map[string]string{}
+	for k, v := range params {
+		env[k] = v
+	}
+	var missing []string
+	for _, ref := range b.Refs {
+		if rb.ParamByName(ref) != nil {
+			continue
+		}
+		v, ok := s.captures[ref]
+		if !ok {
+			by := ""
+			for _, x := range rb.Blocks {
+				for _, c := range x.Captures {
+					if c.Name == ref && by == "" {
+						by = x.ID
+					}
+				}
+			}
+			missing = append(missing, fmt.Sprintf("$%s (captured by block %q)", ref, by))
+			continue
+		}
+		env[ref] = v
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: block %q needs %s: run that block first", ErrBadParam, b.ID, strings.Join(missing, ", "))
+	}
+	job := &Job{Runbook: rb, Block: b, Env: env, RunID: NewID()}
+	if b.Target == runbook.TargetSSH {
+		for _, h := range runbook.SplitHosts(env[b.Hosts]) {
+			job.Hosts = append(job.Hosts, runbook.CanonicalHost(h)) // one spelling in runs and the journal
+		}
+		if b.From != "" {
+			job.From = env[b.From]
+		}
+	}
+	return job, nil
+}
+
+// Resolver is a runner that can name the pods or nodes a block would run
+// on without running it: a confirmation lists them.
+type Resolver interface {
+	Resolve(ctx context.Context, job *Job) ([]string, error)
+}
+
+// Resolve names the pods or nodes a pod or node block would run on now,
+// with these parameter values. Nothing runs.
+func (e *Engine) Resolve(ctx context.Context, rb *runbook.Runbook, blockID string, params map[string]string) ([]string, error) {
+	b := rb.BlockByID(blockID)
+	if b == nil || b.Target != runbook.TargetPod && b.Target != runbook.TargetNode {
+		return nil, fmt.Errorf("%w: %s has no pod or node block %q", ErrUnknownBlock, rb.Slug, blockID)
+	}
+	values, err := ResolveParams(rb, params)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := e.Runners[runnerKey(b)].(Resolver)
+	if !ok {
+		return nil, fmt.Errorf("%w %q (block %q) that can list its targets", ErrNoRunner, runnerKey(b), b.ID)
+	}
+	e.mu.Lock()
+	job, err := e.newJob(rb, b, values)
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return r.Resolve(ctx, job)
+}
+
 // Prepare checks a request against the loaded content and the runbook's
 // rules and reserves the runbook (one run at a time unless the block is
 // concurrent). The caller must Execute the run or Release it.
@@ -278,42 +352,13 @@ func (e *Engine) Prepare(req Request) (*Run, error) {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	job, err := e.newJob(rb, b, params)
+	if err != nil {
+		return nil, err
+	}
 	s := e.sess(rb.Path)
-	env := map[string]string{}
-	for k, v := range params {
-		env[k] = v
-	}
-	var missing []string
-	for _, ref := range b.Refs {
-		if rb.ParamByName(ref) != nil {
-			continue
-		}
-		v, ok := s.captures[ref]
-		if !ok {
-			by := ""
-			for _, x := range rb.Blocks {
-				for _, c := range x.Captures {
-					if c.Name == ref && by == "" {
-						by = x.ID
-					}
-				}
-			}
-			missing = append(missing, fmt.Sprintf("$%s (captured by block %q)", ref, by))
-			continue
-		}
-		env[ref] = v
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: block %q needs %s: run that block first", ErrBadParam, b.ID, strings.Join(missing, ", "))
-	}
-	job := &Job{Runbook: rb, Block: b, Env: env, RunID: NewID()}
+	env := job.Env
 	if b.Target == runbook.TargetSSH {
-		for _, h := range runbook.SplitHosts(env[b.Hosts]) {
-			job.Hosts = append(job.Hosts, runbook.CanonicalHost(h)) // one spelling in runs and the journal
-		}
-		if b.From != "" {
-			job.From = env[b.From]
-		}
 		where = strings.Join(job.Hosts, " ")
 	}
 	if b.Target == runbook.TargetPod || b.Target == runbook.TargetNode {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/runbook/paste"
@@ -240,7 +241,7 @@ func (e *Engine) RunPlan(ctx context.Context, p *Plan, opt PlanOptions, sink Pla
 		}
 		confirmed := opt.Yes
 		if b.Confirm && !opt.Yes {
-			pr := &Prompt{Block: b, Message: confirmMessage(b), Where: e.WhereShown(rb, b, values), What: CommandShown(rb, b, values)}
+			pr := &Prompt{Block: b, Message: confirmMessage(b), Where: e.WhereShown(rb, b, values) + e.TargetsShown(ctx, rb, b, opt.Params), What: CommandShown(rb, b, values)}
 			ok, err := opt.Prompter.Confirm(ctx, pr)
 			switch {
 			case err != nil && res.Failed != nil: // clean-up after a failure: skip it, keep the failure
@@ -280,6 +281,32 @@ func (e *Engine) RunPlan(ctx context.Context, p *Plan, opt PlanOptions, sink Pla
 		}
 	}
 	return res, nil
+}
+
+// TargetsShown is, for a pod or node block, the pods or nodes it would
+// run on now, as a confirmation names them (" — now: a, b, c"), or why
+// they cannot be listed; "" for other blocks. It asks the cluster (at most
+// 10 s).
+func (e *Engine) TargetsShown(ctx context.Context, rb *runbook.Runbook, b *runbook.Block, params map[string]string) string {
+	if b.Target != runbook.TargetPod && b.Target != runbook.TargetNode {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	names, err := e.Resolve(ctx, rb, b.ID, params)
+	if err != nil {
+		return " (cannot list them now: " + err.Error() + ")"
+	}
+	return " — now: " + ShortList(names, 20)
+}
+
+// ShortList is names joined with ", ", the first max of them and how many
+// more.
+func ShortList(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }
 
 // conditionFalse is why a block whose when= is false is skipped.

@@ -236,3 +236,42 @@ func FuzzSimilar(f *testing.F) {
 		}
 	})
 }
+
+// resolver is a pod runner that only names pods (unit test of the prompt's
+// words; the kube runner's Resolve is tested against a real apiserver in
+// executor/kube, the page's in cmd/cairn).
+type resolver struct {
+	names []string
+	err   error
+}
+
+func (r resolver) Run(context.Context, *executor.Job, executor.Sink) ([]executor.HostResult, error) {
+	return nil, errors.New("not in this test")
+}
+func (r resolver) Resolve(context.Context, *executor.Job) ([]string, error) { return r.names, r.err }
+
+// TestConfirmNamesPods: the confirmation of a pod block names the pods it
+// would run in now, or says why they cannot be listed.
+func TestConfirmNamesPods(t *testing.T) {
+	src := "---\ntitle: p\n---\n## S {#s}\n\n```bash {#in-pods target=pod selector=app=web confirm=\"restart them\"}\ntrue\n```\n"
+	for _, tc := range []struct {
+		r    resolver
+		want string
+	}{
+		{resolver{names: []string{"default/web-a", "default/web-b"}}, "— now: default/web-a, default/web-b"},
+		{resolver{err: errors.New("no pods: pods of app=web in namespace default match none")}, "(cannot list them now: no pods: pods of app=web"},
+	} {
+		e, rb, _ := setupWith(t, src)
+		e.Runners[executor.RunnerPod] = tc.r
+		e.KubeWhere = func(*runbook.Runbook) (string, error) { return `context "x"`, nil }
+		p, _ := executor.NewPlan(rb, executor.Selection{})
+		a := &answers{confirm: map[string]bool{"in-pods": false}}
+		_, _ = e.RunPlan(context.Background(), p, executor.PlanOptions{Prompter: a}, &trace{})
+		if len(a.asked) != 1 || !strings.Contains(a.asked[0], tc.want) {
+			t.Errorf("asked %q, want it to say %q", a.asked, tc.want)
+		}
+	}
+	if got := executor.ShortList([]string{"a", "b", "c"}, 2); got != "a, b and 1 more" {
+		t.Errorf("ShortList: %q", got)
+	}
+}

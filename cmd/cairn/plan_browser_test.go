@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/sandbox/testrig"
 	"github.com/cairn-dev/cairn/site"
@@ -184,5 +187,48 @@ func TestPageKubeOffInKorean(t *testing.T) {
 	}
 	if got := pg.Eval(`document.getElementById("cairn-exec-status").className + " " + document.getElementById("cairn-exec-status").textContent`); !strings.Contains(got, "exec-warn") || !strings.Contains(got, "쿠버네티스 블록 꺼짐") {
 		t.Errorf("pill: %q", got)
+	}
+}
+
+// TestPageNamesPodsBeforeRunning: a pod block's confirmation, and the plan's
+// list, name the pods it would run in now, listed by the executor from a
+// real apiserver; nothing runs in them.
+func TestPageNamesPodsBeforeRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser")
+	}
+	k := testrig.Kube(t)
+	bctx := testrig.Browser(t)
+	ctx := context.Background()
+	for _, name := range []string{"web-a", "web-b"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "cairn-web"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}, NodeName: "cairn-test-nowhere"}}
+		if _, err := k.Client.CoreV1().Pods(k.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md := "---\ntitle: 파드\nslug: podnames\nlang: ko\nkube:\n  contexts: [\"" + k.Context + "\"]\nparams:\n  - name: NS\n    default: " + k.Namespace + "\n---\n" +
+		"## 하나 {#one}\n\n```bash {#in-pods target=pod selector=app=cairn-web namespace=\"${NS}\" confirm=\"파드마다 실행합니다\"}\nhostname\n```\n"
+	content := contentDir(t, map[string]string{"podnames.md": md})
+	base, token, serr := startServe(t, "--content", content, "--sandbox", "no", "--kubeconfig", k.Kubeconfig, "--context", k.Context,
+		"--journal", filepath.Join(t.TempDir(), "journal.db"))
+	pg := testrig.NewPage(t, bctx, 60*time.Second, serr, `(document.querySelector("dialog")||document.body).innerText.slice(0, 2000)`)
+	pg.Run("open the page", chromedp.Navigate(base+"podnames/#cairn-token="+token))
+	pg.Poll("Run is on", `document.querySelector("#block-in-pods .cb-run:not([aria-disabled=true])")`, 20*time.Second)
+	pg.Run("run the pod block", chromedp.Click(chromedp.CSS(`#block-in-pods .cb-run`)))
+	pg.Poll("its confirmation", `document.querySelector("dialog.confirm-run[open]")`, 10*time.Second)
+	want := "파드 (2): " + k.Namespace + "/web-a, " + k.Namespace + "/web-b"
+	if got := pg.Eval(`(document.querySelector("dialog.confirm-run .plan-targets")||{}).textContent || ""`); got != want {
+		t.Errorf("the confirmation names %q, want %q", got, want)
+	}
+	pg.Run("cancel", chromedp.Click(chromedp.CSS(`dialog.confirm-run .confirm-no`)))
+	pg.Run("run the step", chromedp.Click(chromedp.CSS(`#one .step-run-step`)))
+	pg.Poll("the plan's confirmation", `document.querySelector("dialog.confirm-plan[open] .plan-targets")`, 10*time.Second)
+	if got := pg.Eval(`document.querySelector("dialog.confirm-plan .plan-targets").textContent`); got != want {
+		t.Errorf("the plan names %q, want %q", got, want)
+	}
+	pg.Run("cancel the plan", chromedp.Click(chromedp.CSS(`dialog.confirm-plan .confirm-no`)))
+	if got := pg.Eval(`(document.querySelector("#block-in-pods .cb-result[data-status]")||{}).textContent || ""`); got != "" {
+		t.Errorf("something ran: %q", got)
 	}
 }

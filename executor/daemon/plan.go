@@ -165,6 +165,10 @@ type PlannedBlock struct {
 	Skip    string `json:"skip,omitempty"` // condition, manual
 	Why     string `json:"why,omitempty"`
 	When    string `json:"when,omitempty"` // the condition, for a page to say why in its language
+	// Targets: a pod or node block's pods or nodes now (TargetsErr when
+	// they cannot be listed now, say before the blocks they need ran).
+	Targets    []string `json:"targets,omitempty"`
+	TargetsErr string   `json:"targets_error,omitempty"`
 	Confirm string `json:"confirm,omitempty"`
 	Where   string `json:"where,omitempty"`
 	What    string `json:"what,omitempty"`
@@ -175,7 +179,7 @@ type PlannedBlock struct {
 // block by block, before anything runs: the page shows it in the one
 // confirmation it asks for a whole step. Nothing runs.
 func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request) {
-	_, _, _, planned, ok := s.planRequest(w, r)
+	req, rb, _, planned, ok := s.planRequest(w, r)
 	if !ok {
 		return
 	}
@@ -188,6 +192,15 @@ func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request) {
 		}
 		if pl.Skip == executor.SkipCondition {
 			pb.When = pl.Block.When.Src
+		}
+		if pl.Skip == "" && (pl.Block.Target == runbook.TargetPod || pl.Block.Target == runbook.TargetNode) {
+			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+			names, err := s.Engine.Resolve(ctx, rb, pl.Block.ID, req.Params)
+			cancel()
+			if err != nil {
+				pb.TargetsErr = err.Error()
+			}
+			pb.Targets = names
 		}
 		out[i] = pb
 	}

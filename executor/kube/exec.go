@@ -195,6 +195,40 @@ func (p podRunner) Run(ctx context.Context, job *executor.Job, out executor.Sink
 	}, out), nil
 }
 
+// Resolve names the pods the block would run in now (executor.Resolver):
+// a confirmation lists them. Nothing runs.
+func (p podRunner) Resolve(ctx context.Context, job *executor.Job) ([]string, error) {
+	sel, err := p.r.start(job, runbook.TargetPod)
+	if err != nil {
+		return nil, err
+	}
+	ns := p.r.nsOr(sel.namespace)
+	pods, err := p.r.choosePods(ctx, ns, sel, quiet{})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(pods))
+	for i := range pods {
+		names[i] = ns + "/" + pods[i].Name
+	}
+	return names, nil
+}
+
+// Resolve names the nodes the block would run on now (executor.Resolver).
+func (n nodeRunner) Resolve(ctx context.Context, job *executor.Job) ([]string, error) {
+	sel, err := n.r.start(job, runbook.TargetNode)
+	if err != nil {
+		return nil, err
+	}
+	return n.r.chooseNodes(ctx, sel)
+}
+
+// quiet is a Sink for work that shows nothing (resolving targets).
+type quiet struct{}
+
+func (quiet) Output(string, []byte) {}
+func (quiet) Event(executor.Event)  {}
+
 // nsOr is the namespace a block works in: its own, else the context's,
 // else default.
 func (r *Runner) nsOr(ns string) string {

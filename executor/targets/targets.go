@@ -555,6 +555,20 @@ func (s slot) MissingResources(ctx context.Context, rb *runbook.Runbook, names [
 	return rc.MissingResources(ctx, rb, names)
 }
 
+// Resolve names the pods or nodes a block would run on, on whatever
+// cluster is current.
+func (s slot) Resolve(ctx context.Context, job *executor.Job) ([]string, error) {
+	r, err := s.t.runner(s.key)
+	if err != nil {
+		return nil, err
+	}
+	rs, ok := r.(executor.Resolver)
+	if !ok {
+		return nil, fmt.Errorf("the %s runner cannot list its targets", s.key)
+	}
+	return rs.Resolve(ctx, job)
+}
+
 func (s slot) Available() error {
 	_, err := s.t.runner(s.key)
 	return err

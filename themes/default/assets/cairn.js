@@ -962,6 +962,18 @@
   // what will happen: the command as it will run (form values filled in)
   // and what it runs against (cluster and namespace, or hosts and sudo).
   function confirmRun(block, msg) {
+    // A pod or node block names the pods or nodes it would run on now (the
+    // executor lists them; at most 5 s, else the dialog goes without).
+    var tg = block.getAttribute("data-target");
+    if ((tg === "pod" || tg === "node") && typeof Cairn.targetsFor === "function") {
+      var late = new Promise(function (done) { setTimeout(function () { done(null); }, 5000); });
+      return Promise.race([Cairn.targetsFor(block).catch(function () { return null; }), late]).then(function (line) {
+        return askRun(block, msg, line);
+      });
+    }
+    return askRun(block, msg, null);
+  }
+  function askRun(block, msg, targets) {
     var body = [];
     var where = typeof Cairn.whereFor === "function" ? Cairn.whereFor(block) : [];
     if (where.length) {
@@ -969,6 +981,7 @@
       where.forEach(function (kv) { dl.appendChild(el("dt", null, kv[0])); dl.appendChild(el("dd", null, kv[1])); });
       body.push(dl);
     }
+    if (targets) body.push(targets);
     var tmpl = copyTemplate(block);
     var pre = el("pre", "confirm-command");
     pre.appendChild(el("code", null, tmpl ? fillTemplate(tmpl, copyValues()) : commandText(block)));

@@ -544,6 +544,32 @@
       });
     }).catch(function (err) { planMessage("error", reasonText(err.message || String(err))); });
   }
+  // targetsLine says which pods or nodes a pod or node block of a preview
+  // runs on now (at most 20 named), or that they are known only once it
+  // runs (the executor's reason in the title).
+  function targetsLine(b) {
+    if (b.target !== "pod" && b.target !== "node") return null;
+    var label = b.target === "pod" ? T("where_pods", "pods") : T("where_nodes", "nodes");
+    if (b.targets_error || !b.targets) {
+      var u = el("div", "plan-targets plan-targets-unknown", label + ": " + T("targets_later", "listed when it runs"));
+      u.title = b.targets_error || "";
+      return u;
+    }
+    var more = b.targets.length > 20 ? " " + T("and_more", "and %d more").replace("%d", b.targets.length - 20) : "";
+    return el("div", "plan-targets", label + " (" + b.targets.length + "): " + b.targets.slice(0, 20).join(", ") + more);
+  }
+  // targetsFor asks the executor which pods or nodes one block would run
+  // on now (a preview of the block alone); a block's confirmation shows it.
+  function targetsFor(block) {
+    var id = block.getAttribute("data-block");
+    return api("/plans/preview", { method: "POST", body: JSON.stringify(planBody({ block: id })) }).then(json).then(function (p) {
+      var b = (p.blocks || [])[0];
+      return b ? targetsLine(b) : null;
+    });
+  }
+  if (window.Cairn) window.Cairn.targetsFor = targetsFor;
+  else doc.addEventListener("cairn:ready", function () { window.Cairn.targetsFor = targetsFor; }, { once: true });
+
   // planConfirm shows the plan and resolves with the answers ({confirm,
   // done}) or null.
   function planConfirm(title, blocks) {
@@ -575,6 +601,8 @@
         // Where it runs in the page's words (whereFor), else the executor's.
         var where = blockEl ? whereFor(blockEl).map(function (kv) { return kv[0] + ": " + kv[1]; }).join(", ") : "";
         li.appendChild(el("div", "plan-where", where || b.where || ""));
+        var tl = targetsLine(b);
+        if (tl) li.appendChild(tl);
         if (b.confirm) {
           confirm.push(b.block);
           li.appendChild(el("div", "plan-confirm", T("plan_asks", "changes its target: ") + b.confirm));
