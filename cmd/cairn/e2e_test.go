@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -293,6 +294,28 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 		}
 		run(chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "light")`))
 	}
+	// The bundled practice page after its runs (results, a failure, the
+	// pill): WCAG 2.1 AA in both themes, as before them (site's
+	// TestAccessibility).
+	axe := testrig.Axe(t)
+	for _, theme := range []string{"light", "dark"} {
+		run(chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "`+theme+`")`), chromedp.Sleep(400*time.Millisecond))
+		if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](string(axe)+";true")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := chromedp.Run(bctx, chromedp.Evaluate[string](testrig.AxeRun, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vs []testrig.AxeViolation
+		if err := json.Unmarshal([]byte(res), &vs); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			t.Errorf("axe-core on the practice page after its runs (%s): %s", theme, v)
+		}
+	}
+	run(chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "light")`))
 	// And they are baked into the served HTML for readers without the executor.
 	resp, err := http.Get(base + "practice/")
 	if err != nil {

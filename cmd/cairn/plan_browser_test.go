@@ -98,6 +98,13 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 	if got := pg.Eval(`document.querySelector(".plan-bar").textContent`); !strings.Contains(got, "실패해서 멈췄어요: breaks") || !strings.Contains(got, "고친 뒤 '셋' 단계부터 다시 실행하세요") {
 		t.Errorf("plan bar after the failure: %q", got)
 	}
+	// Once fixed, one button runs again from the failing step: its plan.
+	pg.Run("run again from the step", chromedp.Click(chromedp.CSS(`.plan-bar .plan-again`)))
+	pg.Poll("the plan from step three", `document.querySelector("dialog.confirm-plan[open] .plan-item")`, 10*time.Second)
+	if got := pg.Eval(`Array.from(document.querySelectorAll("dialog.confirm-plan .plan-item")).map(li => li.getAttribute("data-block")).join(" ")`); got != "breaks not-reached" {
+		t.Errorf("the plan to run again: %q", got)
+	}
+	pg.Run("not now", chromedp.Click(chromedp.CSS(`dialog.confirm-plan .confirm-no`)))
 	if got := pg.Eval(`["#block-after-hand.cb-verified", "#block-breaks.cb-failed", "#block-not-reached .cb-result[data-status=running]", "#block-not-reached.cb-verified"].map(s => !!document.querySelector(s)).join(",")`); got != "true,true,false,false" {
 		t.Errorf("after-hand verified, breaks failed, not-reached never run: %s", got)
 	}

@@ -711,8 +711,17 @@
         var fb = doc.getElementById("block-" + failed);
         var st = fb && fb.closest("section.step");
         var stTitle = st && $(".step-text", st) ? $(".step-text", st).textContent.trim() : "";
+        // Once it is fixed, the plan goes on from that step: one button.
+        var again = null;
+        if (st && st.getAttribute("data-step")) {
+          again = el("button", "plan-again", T("plan_again", "Run again from this step"));
+          again.type = "button";
+          again.addEventListener("click", function () {
+            planPreview({ from: st.getAttribute("data-step") }, T("plan_title_from", "Run from this step to the end?"));
+          });
+        }
         planMessage("failed", T("plan_failed", "stopped at a failure: ") + failed +
-          (stTitle ? " — " + T("plan_resume", "fix it, then run again from step '%s'").replace("%s", stTitle) : ""));
+          (stTitle ? " — " + T("plan_resume", "fix it, then run again from step '%s'").replace("%s", stTitle) : ""), again);
         if (fb) fb.scrollIntoView({ block: "center" });
       } else {
         planMessage("failed", T("plan_error", "stopped: ") + (rec.reasons || []).map(reasonText).join("; "));
