@@ -92,18 +92,10 @@ func UnmetError(rb *runbook.Runbook, sel Selection, values map[string]string, us
 		b.WriteString(" (a secret capture: it is not kept between runs)")
 	}
 	var steps []string
-	seen := map[string]bool{}
-	for _, x := range u.By {
-		if x.Step == nil {
-			continue // before the first step: only a whole run has it
-		}
-		s := x.Step.ID
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		if !x.When.Eval(values) && !stepRuns(rb, x, u.Name, values) {
-			s += fmt.Sprintf(" (block %q runs when %s)", x.ID, x.When.Src)
+	for _, cs := range u.CapturingSteps(rb, values) {
+		s := cs.Step
+		if cs.When != "" {
+			s += fmt.Sprintf(" (block %q runs when %s)", cs.Block, cs.When)
 		}
 		steps = append(steps, s)
 	}
@@ -121,6 +113,35 @@ func UnmetError(rb *runbook.Runbook, sel Selection, values map[string]string, us
 		fmt.Fprintf(&b, " (also missing: %s)", strings.Join(names, " "))
 	}
 	return fmt.Errorf("%w: %s", ErrUnmet, b.String())
+}
+
+// CapturingStep is a step a run may start at to have an unmet value:
+// Block captures it; When is Block's condition when that is false with
+// the values (and no other block of the step captures it).
+type CapturingStep struct {
+	Step, Block, When string
+}
+
+// CapturingSteps are the steps before u's block that capture its value,
+// in order, once each.
+func (u Unmet) CapturingSteps(rb *runbook.Runbook, values map[string]string) []CapturingStep {
+	var out []CapturingStep
+	seen := map[string]bool{}
+	for _, x := range u.By {
+		if x.Step == nil {
+			continue // before the first step: only a whole run has it
+		}
+		if seen[x.Step.ID] {
+			continue
+		}
+		seen[x.Step.ID] = true
+		cs := CapturingStep{Step: x.Step.ID, Block: x.ID}
+		if !x.When.Eval(values) && !stepRuns(rb, x, u.Name, values) {
+			cs.When = x.When.Src
+		}
+		out = append(out, cs)
+	}
+	return out
 }
 
 // stepRuns is whether another block of x's step captures name with these

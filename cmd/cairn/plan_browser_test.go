@@ -239,3 +239,34 @@ func TestPageNamesPodsBeforeRunning(t *testing.T) {
 		t.Errorf("something ran: %q", got)
 	}
 }
+
+// TestPageSaysWhereToStart: "Run this step" on a step whose block reads a
+// secret captured by an earlier step (never kept between runs) is refused
+// before anything runs, in Korean, with a button that starts at the step
+// that captures it.
+func TestPageSaysWhereToStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser")
+	}
+	bctx := testrig.Browser(t)
+	md := "---\ntitle: 토큰\nslug: token\nlang: ko\n---\n## 발급 {#issue}\n\n" +
+		"```bash {#make-token target=local capture.TOKEN='token (\\S+)' secret=TOKEN}\necho token abcdefgh12345678\n```\n\n" +
+		"## 사용 {#use}\n\n```bash {#use-token target=local}\ntest -n \"$TOKEN\"\n```\n"
+	content := contentDir(t, map[string]string{"token.md": md})
+	base, token, serr := startServe(t, "--content", content, "--sandbox", "no", "--journal", filepath.Join(t.TempDir(), "journal.db"))
+	pg := testrig.NewPage(t, bctx, 60*time.Second, serr, `(document.querySelector(".plan-bar")||document.body).innerText.slice(0, 2000)`)
+	pg.Run("open the page", chromedp.Navigate(base+"token/#cairn-token="+token))
+	pg.Poll("the step buttons", `document.querySelector("#use .step-run-step:not(:disabled)")`, 20*time.Second)
+	pg.Run("run the second step alone", chromedp.Click(chromedp.CSS(`#use .step-run-step`)))
+	pg.Poll("the refusal", `document.querySelector(".plan-bar.plan-error .plan-again")`, 10*time.Second)
+	if got := pg.Eval(`document.querySelector(".plan-bar .plan-text").textContent + " | " + document.querySelector(".plan-bar .plan-again").textContent`); got != "블록 use-token에는 $TOKEN 값이 필요한데, 이번 실행에서 그 앞에 이 값을 캡처하는 블록이 없어요 (비밀 값이라 실행 사이에 저장되지 않아요). 여기서 시작하세요: '발급' | '발급'부터 실행" {
+		t.Errorf("the refusal says %q", got)
+	}
+	pg.Run("start where it says", chromedp.Click(chromedp.CSS(`.plan-bar .plan-again`)))
+	pg.Poll("the plan from the first step", `document.querySelector("dialog.confirm-plan[open] .plan-item")`, 10*time.Second)
+	if got := pg.Eval(`Array.from(document.querySelectorAll("dialog.confirm-plan .plan-item")).map(li => li.getAttribute("data-block")).join(" ")`); got != "make-token use-token" {
+		t.Errorf("the plan: %q", got)
+	}
+	pg.Run("confirm", chromedp.Click(chromedp.CSS(`dialog.confirm-plan .confirm-yes`)))
+	pg.Poll("it ran", `document.querySelector(".plan-bar.plan-verified")`, 20*time.Second)
+}

@@ -139,6 +139,26 @@ func (s *Server) Handler() http.Handler {
 type apiError struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
+	// Missing details missing_capture, for a page to say it in its own
+	// language.
+	Missing *MissingCapture `json:"missing,omitempty"`
+}
+
+// MissingCapture is what a plan lacks: the block that reads a value no
+// block before it captures, the value, whether it is secret, and the steps
+// that capture it (with the condition that keeps one off, if any).
+type MissingCapture struct {
+	Block  string        `json:"block"`
+	Line   int           `json:"line"`
+	Name   string        `json:"name"`
+	Secret bool          `json:"secret,omitempty"`
+	Steps  []CaptureStep `json:"steps,omitempty"`
+}
+
+// CaptureStep is a step that captures a missing value.
+type CaptureStep struct {
+	Step string `json:"step"`
+	When string `json:"when,omitempty"` // set when the capturing block's condition is false now
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -145,10 +145,13 @@ func (s *Server) planRequest(w http.ResponseWriter, r *http.Request) (*PlanReque
 	// A plan that would stop at a block for want of a captured value is
 	// refused before anything runs, as cairn run and the scripts refuse it.
 	have := s.Engine.Captures(rb)
-	planned, err := s.Engine.Preview(p, sel, req.Params, func(n string) bool { _, ok := have[n]; return ok })
+	known := func(n string) bool { _, ok := have[n]; return ok }
+	planned, err := s.Engine.Preview(p, sel, req.Params, known)
 	switch {
 	case errors.Is(err, executor.ErrUnmet):
-		fail(w, http.StatusConflict, "missing_capture", "%s", strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": "))
+		values, _ := executor.ResolveParams(rb, req.Params)
+		writeJSON(w, http.StatusConflict, apiError{Code: "missing_capture", Error: strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": "),
+			Missing: missingOf(rb, p.Unmet(values, known), values)})
 		return nil, nil, nil, nil, false
 	case err != nil:
 		fail(w, http.StatusBadRequest, "bad_param", "%v", err)
@@ -157,21 +160,34 @@ func (s *Server) planRequest(w http.ResponseWriter, r *http.Request) (*PlanReque
 	return req, rb, p, planned, true
 }
 
+// missingOf is the first unmet value of a plan, as MissingCapture.
+func missingOf(rb *runbook.Runbook, us []executor.Unmet, values map[string]string) *MissingCapture {
+	if len(us) == 0 {
+		return nil
+	}
+	u := us[0]
+	m := &MissingCapture{Block: u.Block.ID, Line: u.Block.Pos.Line, Name: u.Name, Secret: u.Secret}
+	for _, st := range u.CapturingSteps(rb, values) {
+		m.Steps = append(m.Steps, CaptureStep{Step: st.Step, When: st.When})
+	}
+	return m
+}
+
 // PlannedBlock is one block of POST /api/plans/preview's answer.
 type PlannedBlock struct {
-	Block   string `json:"block"`
-	Step    string `json:"step,omitempty"`
-	Target  string `json:"target"`
-	Skip    string `json:"skip,omitempty"` // condition, manual
-	Why     string `json:"why,omitempty"`
-	When    string `json:"when,omitempty"` // the condition, for a page to say why in its language
+	Block  string `json:"block"`
+	Step   string `json:"step,omitempty"`
+	Target string `json:"target"`
+	Skip   string `json:"skip,omitempty"` // condition, manual
+	Why    string `json:"why,omitempty"`
+	When   string `json:"when,omitempty"` // the condition, for a page to say why in its language
 	// Targets: a pod or node block's pods or nodes now (TargetsErr when
 	// they cannot be listed now, say before the blocks they need ran).
 	Targets    []string `json:"targets,omitempty"`
 	TargetsErr string   `json:"targets_error,omitempty"`
-	Confirm string `json:"confirm,omitempty"`
-	Where   string `json:"where,omitempty"`
-	What    string `json:"what,omitempty"`
+	Confirm    string   `json:"confirm,omitempty"`
+	Where      string   `json:"where,omitempty"`
+	What       string   `json:"what,omitempty"`
 }
 
 // previewPlan answers POST /api/plans/preview (the body of POST

@@ -242,8 +242,9 @@ func TestPlanRefusesUnmetCaptures(t *testing.T) {
 		"```bash {#b target=local}\ntouch \"$CAIRN_DIR/b\"; test -n \"$TOKEN\"\n```\n"
 	f := newPlanFixtureOf(t, md)
 	code, body, _ := f.do(t, req{method: "POST", path: "/api/plans", body: f.body(`"from":"use"`, ""), header: auth(nil)})
-	if code != 409 || !strings.Contains(body, "missing_capture") || !strings.Contains(body, `needs $TOKEN`) || !strings.Contains(body, "--from prepare") {
-		t.Fatalf("%d %s; want 409 missing_capture naming the step prepare", code, body)
+	if code != 409 || !strings.Contains(body, "missing_capture") || !strings.Contains(body, `needs $TOKEN`) || !strings.Contains(body, "--from prepare") ||
+		!strings.Contains(body, `"missing":{"block":"b","line":13,"name":"TOKEN","secret":true,"steps":[{"step":"prepare"}]}`) {
+		t.Fatalf("%d %s; want 409 missing_capture naming the step prepare, in words and in parts", code, body)
 	}
 	if got := f.ran(); got != "" {
 		t.Fatalf("a refused plan ran %s", got)

@@ -57,7 +57,7 @@
     return resp.text().then(function (t) {
       var v = null;
       try { v = JSON.parse(t); } catch (e) { v = { error: t }; }
-      if (!resp.ok) { var err = new Error((v && v.error) || resp.statusText); err.code = v && v.code; throw err; }
+      if (!resp.ok) { var err = new Error((v && v.error) || resp.statusText); err.code = v && v.code; err.missing = v && v.missing; throw err; }
       return v;
     });
   }
@@ -542,7 +542,36 @@
       return planConfirm(title, p.blocks || []).then(function (answer) {
         if (answer) planStart(sel, answer);
       });
-    }).catch(function (err) { planMessage("error", reasonText(err.message || String(err))); });
+    }).catch(function (err) {
+      if (err.code === "missing_capture" && err.missing) return planMissing(err);
+      planMessage("error", reasonText(err.message || String(err)));
+    });
+  }
+  // planMissing says, in the page's words, that the plan would reach a
+  // block reading a value nothing before it captures (a secret one is
+  // never kept between runs), and offers to start at the first step that
+  // captures it.
+  function planMissing(err) {
+    var m = err.missing;
+    var title = function (id) {
+      var sec = doc.getElementById(id);
+      var t = sec && $(".step-text", sec);
+      return t ? t.textContent.trim() : id;
+    };
+    var msg = T("plan_missing", "block %s needs $%s, which no block before it in this run captures").replace("%s", m.block).replace("%s", m.name);
+    if (m.secret) msg += T("plan_missing_secret", " (a secret value: not kept between runs)");
+    var steps = (m.steps || []).map(function (st) {
+      return "'" + title(st.step) + "'" + (st.when ? " (" + T("plan_missing_when", "with ") + st.when + ")" : "");
+    });
+    if (steps.length) msg += ". " + T("plan_missing_start", "Start at: ") + steps.join(", ");
+    var go = null, first = (m.steps || [])[0];
+    if (first) {
+      go = el("button", "plan-again", T("plan_start_at", "Run from '%s'").replace("%s", title(first.step)));
+      go.type = "button";
+      go.addEventListener("click", function () { planPreview({ from: first.step }, T("plan_title_from", "Run from this step to the end?")); });
+    }
+    planMessage("error", msg, go);
+    if (planBar) planBar.title = err.message;
   }
   // targetsLine says which pods or nodes a pod or node block of a preview
   // runs on now (at most 20 named), or that they are known only once it
