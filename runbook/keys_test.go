@@ -114,7 +114,7 @@ func TestMute(t *testing.T) {
 	}
 	for line, want := range map[string]bool{
 		`E1207 01:50:46.004775 435 remote_runtime.go:1359] "RuntimeConfig from runtime service failed"`: true,
-		"\t[WARNING ContainerRuntimeVersion]: You must update your container runtime":                  true,
+		"\t[WARNING ContainerRuntimeVersion]: You must update your container runtime":                   true,
 		"[WARNING SystemVerification]: cgroups v1 support is deprecated":                                true,
 		"This node has joined the cluster":                                                              false,
 	} {
