@@ -257,6 +257,12 @@ func TestPageSaysWhereToStart(t *testing.T) {
 	pg := testrig.NewPage(t, bctx, 60*time.Second, serr, `(document.querySelector(".plan-bar")||document.body).innerText.slice(0, 2000)`)
 	pg.Run("open the page", chromedp.Navigate(base+"token/#cairn-token="+token))
 	pg.Poll("the step buttons", `document.querySelector("#use .step-run-step:not(:disabled)")`, 20*time.Second)
+	// Its block alone: the executor's refusal, in Korean (its words in the title).
+	pg.Run("run use-token alone", chromedp.Click(chromedp.CSS(`#block-use-token .cb-run`)))
+	pg.Poll("the refusal", `document.querySelector("#block-use-token .cb-error")`, 10*time.Second)
+	if got := pg.Eval(`document.querySelector("#block-use-token .cb-error").textContent`); got != "블록 use-token에는 $TOKEN 값이 필요해요. 이 값을 캡처하는 블록 make-token을(를) 먼저 실행하세요" {
+		t.Errorf("a block run alone without its value: %q", got)
+	}
 	pg.Run("run the second step alone", chromedp.Click(chromedp.CSS(`#use .step-run-step`)))
 	pg.Poll("the refusal", `document.querySelector(".plan-bar.plan-error .plan-again")`, 10*time.Second)
 	if got := pg.Eval(`document.querySelector(".plan-bar .plan-text").textContent + " | " + document.querySelector(".plan-bar .plan-again").textContent`); got != "블록 use-token에는 $TOKEN 값이 필요한데, 이번 실행에서 그 앞에 이 값을 캡처하는 블록이 없어요 (비밀 값이라 실행 사이에 저장되지 않아요). 여기서 시작하세요: '발급' | '발급'부터 실행" {

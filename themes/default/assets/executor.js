@@ -126,7 +126,8 @@
       [/^timed out after (.*)$/, "$1 안에 끝나지 않았어요"],
       [/^cancelled$/, "취소했어요"],
       [/^(.*)connection refused(.*)$/, "$1연결이 거부됐어요$2"],
-      [/^capture (\S+): (.*)$/, "캡처 $1: $2"]
+      [/^capture (\S+): (.*)$/, "캡처 $1: $2"],
+      [/^invalid parameter: block "([^"]+)" needs \$(\w+) \(captured by block "([^"]+)"\)(?:, .*)?: run that block first$/, "블록 $1에는 $$$2 값이 필요해요. 이 값을 캡처하는 블록 $3을(를) 먼저 실행하세요"]
     ]
   };
   function reasonText(r) {
