@@ -67,10 +67,12 @@ func ParseManifest(body string) (*Manifest, error) {
 	sb.WriteString(body[last:])
 	text := sb.String()
 
-	// Plain-ness comes from the YAML node tree (the decoded JSON has lost it).
+	// Plain-ness comes from the YAML node tree (the decoded JSON has lost
+	// it); a manifest without references needs no second decode, and
+	// nothing to locate.
 	plain := map[int]bool{}
 	dec := yaml3.NewDecoder(strings.NewReader(text))
-	for {
+	for len(refs) > 0 {
 		var n yaml3.Node
 		if err := dec.Decode(&n); err != nil {
 			break // a YAML 1.2 quirk: the Kubernetes decoder below has the last word
@@ -104,7 +106,9 @@ func ParseManifest(body string) (*Manifest, error) {
 			continue
 		}
 		m.docs = append(m.docs, v)
-		m.locate(v, len(m.docs), "", plain)
+		if len(refs) > 0 {
+			m.locate(v, len(m.docs), "", plain)
+		}
 	}
 	return m, nil
 }

@@ -3,6 +3,7 @@ package runbook
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -295,5 +296,24 @@ func TestCheckEmptyGreen(t *testing.T) {
 		if got != tc.bad {
 			t.Errorf("%q %q: flagged %v, want %v (%v)", tc.attrs, tc.body, got, tc.bad, err)
 		}
+	}
+}
+
+// BenchmarkParseManifest: a kube block's manifest with and without
+// references (without, there is one YAML decode, not two).
+func BenchmarkParseManifest(b *testing.B) {
+	doc := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  namespace: %s\ndata:\n  a: \"1\"\n  b: two\n  list: |\n    one\n    two\n"
+	for _, tc := range []struct{ name, body string }{
+		{"plain", fmt.Sprintf(doc, "default")},
+		{"refs", fmt.Sprintf(doc, "${NS}")},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := ParseManifest(tc.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
