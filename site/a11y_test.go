@@ -1,7 +1,6 @@
 package site_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -39,11 +38,9 @@ func TestAccessibility(t *testing.T) {
 			waitFor(t, ctx, "document.readyState === 'complete'")
 			eval[string](t, ctx, fmt.Sprintf(`(document.documentElement.setAttribute("data-theme", %q), "")`, theme))
 			do(t, ctx, chromedp.Sleep(400*time.Millisecond)) // the theme's colour transitions
-			eval[bool](t, ctx, string(axe)+";true")
-			out := run(t, ctx, chromedp.Evaluate[string](testrig.AxeRun, chromedp.EvalAwaitPromise))
-			var vs []testrig.AxeViolation
-			if err := json.Unmarshal([]byte(out), &vs); err != nil {
-				t.Fatalf("%s: %v\n%s", page, err, out)
+			vs, err := testrig.RunAxe(ctx, axe)
+			if err != nil {
+				t.Fatalf("/%s: %v", page, err)
 			}
 			for _, v := range vs {
 				t.Errorf("/%s (%s): %s", page, theme, v)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -300,15 +299,8 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	axe := testrig.Axe(t)
 	for _, theme := range []string{"light", "dark"} {
 		run(chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "`+theme+`")`), chromedp.Sleep(400*time.Millisecond))
-		if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](string(axe)+";true")); err != nil {
-			t.Fatal(err)
-		}
-		res, err := chromedp.Run(bctx, chromedp.Evaluate[string](testrig.AxeRun, chromedp.EvalAwaitPromise))
+		vs, err := testrig.RunAxe(bctx, axe)
 		if err != nil {
-			t.Fatal(err)
-		}
-		var vs []testrig.AxeViolation
-		if err := json.Unmarshal([]byte(res), &vs); err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range vs {

@@ -85,10 +85,10 @@ func fetchAxe() ([]byte, error) {
 	return os.ReadFile(js)
 }
 
-// AxeRun is JavaScript that runs axe-core (injected first) on the page for
+// axeRun is JavaScript that runs axe-core (injected first) on the page for
 // WCAG 2.1 A and AA and resolves with its violations as JSON: rule,
 // impact, node count, up to three selectors and the first node's summary.
-const AxeRun = `axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}, resultTypes: ["violations"]})
+const axeRun = `axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}, resultTypes: ["violations"]})
   .then(function (r) { return JSON.stringify(r.violations.map(function (v) {
     return {id: v.id, impact: v.impact, n: v.nodes.length, target: v.nodes.slice(0, 3).map(function (n) { return n.target.join(" "); }),
       summary: (v.nodes[0] && v.nodes[0].failureSummary || "").split("\n").slice(0, 3).join(" ")};
@@ -105,20 +105,29 @@ func (v AxeViolation) String() string {
 	return fmt.Sprintf("%s (%s): %d nodes, e.g. %s — %s", v.ID, v.Impact, v.N, strings.Join(v.Target, " | "), v.Summary)
 }
 
-// Axe runs axe-core on the page as it is now and returns what it found.
-func (p *Page) Axe() []AxeViolation {
-	p.t.Helper()
-	js := Axe(p.t)
-	if _, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](string(js)+";true")); err != nil {
-		p.Fail("inject axe-core", err)
+// RunAxe injects axe-core (Axe's script) into the page of ctx and returns
+// what it finds there as it is now (axeRun).
+func RunAxe(ctx context.Context, js []byte) ([]AxeViolation, error) {
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](string(js)+";true")); err != nil {
+		return nil, fmt.Errorf("inject axe-core: %w", err)
 	}
-	out, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](AxeRun, chromedp.EvalAwaitPromise))
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](axeRun, chromedp.EvalAwaitPromise))
 	if err != nil {
-		p.Fail("axe.run", err)
+		return nil, fmt.Errorf("axe.run: %w", err)
 	}
 	var vs []AxeViolation
 	if err := json.Unmarshal([]byte(out), &vs); err != nil {
-		p.Fail("axe.run's answer", err)
+		return nil, fmt.Errorf("axe.run's answer: %w", err)
+	}
+	return vs, nil
+}
+
+// Axe runs axe-core on the page as it is now and returns what it found.
+func (p *Page) Axe() []AxeViolation {
+	p.t.Helper()
+	vs, err := RunAxe(p.ctx, Axe(p.t))
+	if err != nil {
+		p.Fail("axe-core", err)
 	}
 	return vs
 }
