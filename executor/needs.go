@@ -65,6 +65,18 @@ func (p *Plan) Unmet(values map[string]string, known func(name string) bool) []U
 	return out
 }
 
+// UnmetErr is UnmetError's error: its words, and the first unmet value
+// with the steps that capture it, for a caller that says it otherwise
+// (the daemon's missing_capture parts). It is ErrUnmet.
+type UnmetErr struct {
+	First Unmet
+	Steps []CapturingStep
+	msg   string
+}
+
+func (e *UnmetErr) Error() string        { return ErrUnmet.Error() + ": " + e.msg }
+func (e *UnmetErr) Is(target error) bool { return target == ErrUnmet }
+
 // UnmetError says, for the first unmet value, which block needs it and
 // how to have it: start at a step that captures it (saying when a
 // capturing block's condition is false now) or give it with --capture.
@@ -91,8 +103,9 @@ func UnmetError(rb *runbook.Runbook, sel Selection, values map[string]string, us
 	if u.Secret {
 		b.WriteString(" (a secret capture: it is not kept between runs)")
 	}
+	capturing := u.CapturingSteps(rb, values)
 	var steps []string
-	for _, cs := range u.CapturingSteps(rb, values) {
+	for _, cs := range capturing {
 		s := cs.Step
 		if cs.When != "" {
 			s += fmt.Sprintf(" (block %q runs when %s)", cs.Block, cs.When)
@@ -112,7 +125,7 @@ func UnmetError(rb *runbook.Runbook, sel Selection, values map[string]string, us
 		}
 		fmt.Fprintf(&b, " (also missing: %s)", strings.Join(names, " "))
 	}
-	return fmt.Errorf("%w: %s", ErrUnmet, b.String())
+	return &UnmetErr{First: u, Steps: capturing, msg: b.String()}
 }
 
 // CapturingStep is a step a run may start at to have an unmet value:

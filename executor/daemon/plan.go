@@ -145,13 +145,13 @@ func (s *Server) planRequest(w http.ResponseWriter, r *http.Request) (*PlanReque
 	// A plan that would stop at a block for want of a captured value is
 	// refused before anything runs, as cairn run and the scripts refuse it.
 	have := s.Engine.Captures(rb)
-	known := func(n string) bool { _, ok := have[n]; return ok }
-	planned, err := s.Engine.Preview(p, sel, req.Params, known)
+	planned, err := s.Engine.Preview(p, sel, req.Params, func(n string) bool { _, ok := have[n]; return ok })
 	switch {
 	case errors.Is(err, executor.ErrUnmet):
-		values, _ := executor.ResolveParams(rb, req.Params)
+		var ue *executor.UnmetErr
+		errors.As(err, &ue)
 		writeJSON(w, http.StatusConflict, apiError{Code: "missing_capture", Error: strings.TrimPrefix(err.Error(), executor.ErrUnmet.Error()+": "),
-			Missing: missingOf(rb, p.Unmet(values, known), values)})
+			Missing: missingOf(ue)})
 		return nil, nil, nil, nil, false
 	case err != nil:
 		fail(w, http.StatusBadRequest, "bad_param", "%v", err)
@@ -161,13 +161,13 @@ func (s *Server) planRequest(w http.ResponseWriter, r *http.Request) (*PlanReque
 }
 
 // missingOf is the first unmet value of a plan, as MissingCapture.
-func missingOf(rb *runbook.Runbook, us []executor.Unmet, values map[string]string) *MissingCapture {
-	if len(us) == 0 {
+func missingOf(ue *executor.UnmetErr) *MissingCapture {
+	if ue == nil {
 		return nil
 	}
-	u := us[0]
+	u := ue.First
 	m := &MissingCapture{Block: u.Block.ID, Line: u.Block.Pos.Line, Name: u.Name, Secret: u.Secret}
-	for _, st := range u.CapturingSteps(rb, values) {
+	for _, st := range ue.Steps {
 		m.Steps = append(m.Steps, CaptureStep{Step: st.Step, When: st.When})
 	}
 	return m
