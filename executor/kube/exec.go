@@ -497,12 +497,7 @@ func (r *Runner) chooseNodes(ctx context.Context, sel *selection) ([]string, err
 		if len(names) == 0 {
 			return nil, fmt.Errorf("%w: nodes= is empty", executor.ErrBadParam)
 		}
-		for _, n := range names {
-			if _, err := r.core.Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil {
-				return nil, fmt.Errorf("node %s: %w", n, err)
-			}
-		}
-		return names, nil
+		return names, r.nodesExist(ctx, names)
 	}
 	l, err := r.core.Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.selector})
 	if err != nil {
@@ -516,6 +511,43 @@ func (r *Runner) chooseNodes(ctx context.Context, sel *selection) ([]string, err
 		names[i] = n.Name
 	}
 	return names, nil
+}
+
+// getNodesUpTo is how many named nodes are read one GET each; more are
+// checked against one list of every node's metadata. A GET costs a request
+// per name; the list costs one request whose size grows with the cluster
+// (about half a KiB per node without spec and status), so a few names on a
+// big cluster are cheaper one by one and a fleet's worth cheaper at once.
+const getNodesUpTo = 8
+
+// nodesExist checks that every named node exists.
+func (r *Runner) nodesExist(ctx context.Context, names []string) error {
+	if len(names) <= getNodesUpTo {
+		for _, n := range names {
+			if _, err := r.core.Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("node %s: %w", n, err)
+			}
+		}
+		return nil
+	}
+	l, err := r.meta.Resource(corev1.SchemeGroupVersion.WithResource("nodes")).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes to find %s: %w", strings.Join(names, ", "), err)
+	}
+	have := make(map[string]bool, len(l.Items))
+	for _, n := range l.Items {
+		have[n.Name] = true
+	}
+	var missing []string
+	for _, n := range names {
+		if !have[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no such nodes: %s (the cluster has %d nodes; kubectl get nodes lists them)", strings.Join(missing, ", "), len(l.Items))
+	}
+	return nil
 }
 
 // Owner is this machine and user as a label value: the node pods of every

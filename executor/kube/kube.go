@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -98,6 +99,7 @@ type Runner struct {
 	target Target
 	raw    clientcmdapi.Config // the merged kubeconfig, paths resolved
 	dyn    dynamic.Interface
+	meta   metadata.Interface // lists of metadata only (nodes named by a block)
 	rest   *rest.Config
 	core   corev1client.CoreV1Interface
 	authz  authorizationv1client.AuthorizationV1Interface
@@ -163,6 +165,10 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube context %q: dynamic client: %w", name, err)
 	}
+	meta, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kube context %q: metadata client: %w", name, err)
+	}
 	core, err := corev1client.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kube context %q: core client: %w", name, err)
@@ -178,6 +184,7 @@ func New(cfg Config) (*Runner, error) {
 		target: t,
 		raw:    raw,
 		dyn:    dyn,
+		meta:   meta,
 		rest:   rc,
 		core:   core,
 		authz:  authz,

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,5 +94,26 @@ func TestResolve(t *testing.T) {
 	}
 	if _, err := resolve("named-nodes", r.Nodes(), map[string]string{"NS": ns, "NODES": "cairn-test-no-such-node"}); err == nil || !strings.Contains(err.Error(), "cairn-test-no-such-node") {
 		t.Errorf("a named node that does not exist: %v", err)
+	}
+
+	// More names than are read one by one: one list of every node's
+	// metadata answers for all of them, with the same verdicts.
+	var many []string
+	for i := range 10 {
+		n := fmt.Sprintf("cairn-test-resolve-m%d", i)
+		many = append(many, n)
+		if _, err := k.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k.Client.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{}) })
+	}
+	got, err := resolve("named-nodes", r.Nodes(), map[string]string{"NS": ns, "NODES": strings.Join(many, " ")})
+	if err != nil || !reflect.DeepEqual(got, many) {
+		t.Errorf("10 named nodes: %v, %v", got, err)
+	}
+	withMissing := strings.Join(append(many[:9:9], "cairn-test-no-such-node", "cairn-test-nor-this"), ",")
+	if _, err := resolve("named-nodes", r.Nodes(), map[string]string{"NS": ns, "NODES": withMissing}); err == nil ||
+		!strings.Contains(err.Error(), "no such nodes: cairn-test-no-such-node, cairn-test-nor-this (the cluster has") {
+		t.Errorf("11 named nodes, two missing: %v", err)
 	}
 }
