@@ -154,6 +154,14 @@ func (k *kubeletHost) Start(ctx context.Context, sb *Sandbox) (Probe, error) {
 	// cgroups. Each kubelet gets its own cgroup root, so that the nodes'
 	// kubepods trees do not meet in the one v1 hierarchy.
 	extra := []string{"--cgroup-driver=cgroupfs", "--cgroup-root=" + k.cgroupRoot}
+	// Every node counts this machine's one disk as its own. With a real
+	// node's thresholds (evict below 15% free image space, collect images
+	// above 85% use) a machine whose disk is 85% full puts every node
+	// under disk pressure (no pod is scheduled) and has the kubelets
+	// delete the images the runbooks imported, which an offline node
+	// cannot pull again.
+	extra = append(extra, "--eviction-hard=imagefs.available<1%,nodefs.available<1%,nodefs.inodesFree<1%,memory.available<100Mi",
+		"--image-gc-high-threshold=100", "--image-gc-low-threshold=99")
 	if !cgroupV2() {
 		extra = append(extra, "--fail-cgroupv1=false")
 	}
