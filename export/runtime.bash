@@ -58,6 +58,9 @@ cairn_timeout_kills=0
 cairn_id=''
 cairn_target=''
 cairn_node_pod='' # a node block's pod, JSON (runbook/nodepod)
+cairn_npod='' # the node pod in use (cairn_node_up)
+cairn_nfrom='' # a node copy's source node
+declare -a cairn_nsrc=() cairn_nmode=() cairn_nsize=() cairn_nwhere=() cairn_ndst=() cairn_nbase=()
 cairn_renv=()
 cairn_step=''
 cairn_line=0
@@ -1294,13 +1297,12 @@ cairn_pod_script() {
 	timeout -k 5 "$secs" "${cairn_argv[@]}" -- /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_body" </dev/null
 }
 
-# cairn_node_script NODE NAMESPACE IMAGE SECS CAPTURES...: the block body
-# on NODE as root, in the namespaces of its PID 1, through the node pod of
-# $cairn_node_pod (the executor's: runbook/nodepod), made, waited for,
-# entered with nsenter and deleted whatever happened.
-cairn_node_script() {
-	local node=$1 ns=$2 image=$3 secs=$4 j pod rc
-	shift 4
+# cairn_node_up NODE NAMESPACE IMAGE: the node pod of $cairn_node_pod (the
+# executor's: runbook/nodepod) on NODE, made and waited for; its name in
+# cairn_npod, kubectl for it in cairn_argv. cairn_node_down deletes it.
+cairn_node_up() {
+	local node=$1 ns=$2 image=$3 j
+	cairn_npod=''
 	case $node/$image in
 	@NAMECHARS@)
 		printf 'not a node name or an image: %s %s\n' "$node" "$image"
@@ -1310,20 +1312,139 @@ cairn_node_script() {
 	j=${cairn_node_pod//@NODESLOT@/$node}
 	j=${j//@IMAGESLOT@/$image}
 	cairn_kexec_argv "$ns"
-	pod=$(printf '%s' "$j" | "${cairn_argv[@]}" create -f - -o name 2>&1) || {
-		printf 'make the node pod: %s\n' "$pod"
+	cairn_npod=$(printf '%s' "$j" | "${cairn_argv[@]}" create -f - -o name 2>&1) || {
+		printf 'make the node pod: %s\n' "$cairn_npod"
+		cairn_npod=''
 		return 1
 	}
-	printf 'pod %s (image %s)\n' "${pod#pod/}" "$image"
-	if "${cairn_argv[@]}" wait --for=condition=Ready "$pod" --timeout=120s >/dev/null; then
+	printf 'pod %s (image %s)\n' "${cairn_npod#pod/}" "$image"
+	"${cairn_argv[@]}" wait --for=condition=Ready "$cairn_npod" --timeout=120s >/dev/null && return 0
+	printf 'the node pod %s did not start within 120s\n' "$cairn_npod"
+	return 1
+}
+
+cairn_node_down() {
+	[[ -n $cairn_npod ]] && "${cairn_argv[@]}" delete "$cairn_npod" --grace-period=@GRACE@ --wait=false >/dev/null 2>&1
+	cairn_npod=''
+	return 0
+}
+
+# cairn_node_sh SECS SCRIPT ARGS...: sh -c SCRIPT cairn ARGS as root in the
+# namespaces of the node of $cairn_npod.
+cairn_node_sh() {
+	local secs=$1
+	shift
+	timeout -k 5 "$secs" "${cairn_argv[@]}" exec -i "$cairn_npod" -- @NSENTER@ /bin/sh -c "$@"
+}
+
+# cairn_node_script NODE NAMESPACE IMAGE SECS CAPTURES...: the block body
+# on NODE as root, in the namespaces of its PID 1, through its node pod,
+# deleted whatever happened.
+cairn_node_script() {
+	local node=$1 ns=$2 image=$3 secs=$4 rc
+	shift 4
+	if cairn_node_up "$node" "$ns" "$image"; then
 		cairn_remote_env "$node" "$@"
-		timeout -k 5 "$secs" "${cairn_argv[@]}" exec "$pod" -- @NSENTER@ /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_body" </dev/null
+		timeout -k 5 "$secs" "${cairn_argv[@]}" exec "$cairn_npod" -- @NSENTER@ /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_body" </dev/null
 		rc=$?
 	else
-		printf 'the node pod %s did not start within 120s\n' "$pod"
 		rc=1
 	fi
-	"${cairn_argv[@]}" delete "$pod" --grace-period=@GRACE@ --wait=false >/dev/null 2>&1
+	cairn_node_down
+	return "$rc"
+}
+
+# The shell scripts of a node copy (runbook/nodepod: Put, Stat, Cat).
+cairn_node_put='@PUT@'
+cairn_node_stat='@STAT@'
+cairn_node_cat='@CAT@'
+
+# cairn_node_stage FROM NAMESPACE IMAGE SECS: every SOURCE of a node copy
+# block's lines read once, as the executor does: this machine's files
+# where they are (FROM empty), a node's into $cairn_tmp through a node pod
+# of its own; path, mode and size in cairn_nsrc, cairn_nmode, cairn_nsize,
+# and its name in messages in cairn_nwhere. A source that cannot be read is
+# a reason, and false.
+cairn_node_stage() {
+	local from=$1 ns=$2 image=$3 secs=$4 line src i=0 st out
+	local -a parts
+	cairn_nsrc=() cairn_nmode=() cairn_nsize=() cairn_nwhere=() cairn_ndst=() cairn_nbase=()
+	if [[ -n $from ]]; then
+		out=$(cairn_node_up "$from" "$ns" "$image" 2>&1) || {
+			cairn_reasons+=("copy source $from: $(cairn_oneline "$out")")
+			cairn_node_down
+			return 1
+		}
+	fi
+	while IFS= read -r line; do
+		read -ra parts <<<"$line"
+		((${#parts[@]} > 0)) || continue
+		src=$(cairn_sub 0 "$cairn_refs" "${parts[0]}")
+		cairn_ndst[i]=${parts[1]:-${parts[0]}}
+		cairn_nbase[i]=${src##*/}
+		if [[ -z $from ]]; then
+			cairn_nwhere[i]=$src
+			src=${src/#\~/$HOME}
+			if [[ -d $src || ! -f $src ]]; then
+				[[ -d $src ]] && out='the source is a directory; list each file on its own line' || out="no such file: $src"
+				cairn_reasons+=("copy source ${cairn_nwhere[i]}: $out")
+				return 1
+			fi
+			cairn_nsrc[i]=$src
+			cairn_nmode[i]=$(stat -c %a -- "$src")
+			cairn_nsize[i]=$(stat -c %s -- "$src")
+		else
+			cairn_nwhere[i]=$from:$src
+			cairn_nsrc[i]=$cairn_tmp/nstage.$i
+			if ! st=$(cairn_node_sh "$secs" "$cairn_node_stat" cairn "$src" </dev/null 2>&1) ||
+				! cairn_node_sh "$secs" "$cairn_node_cat" cairn "$src" </dev/null >"${cairn_nsrc[i]}"; then
+				cairn_reasons+=("copy source ${cairn_nwhere[i]}: $(cairn_oneline "$st")")
+				cairn_node_down
+				return 1
+			fi
+			cairn_nmode[i]=${st%% *} cairn_nsize[i]=${st##* }
+			if [[ $(stat -c %s -- "${cairn_nsrc[i]}") != "${cairn_nsize[i]}" ]]; then
+				cairn_reasons+=("copy source ${cairn_nwhere[i]}: read $(stat -c %s -- "${cairn_nsrc[i]}") bytes of ${cairn_nsize[i]} (the file changed, or the stream was cut short); run the block again")
+				cairn_node_down
+				return 1
+			fi
+		fi
+		i=$((i + 1))
+	done <<<"$cairn_body"
+	cairn_node_down
+	cairn_nfrom=$from
+	return 0
+}
+
+# cairn_node_copy NODE NAMESPACE IMAGE SECS: the staged files to NODE as
+# root through its node pod; each lands whole (nodepod.Put) and the bytes
+# it received are checked against the source's.
+cairn_node_copy() {
+	local node=$1 ns=$2 image=$3 secs=$4 i dst got to n rc=0
+	cairn_node_up "$node" "$ns" "$image" || {
+		cairn_node_down
+		return 1
+	}
+	for i in "${!cairn_nsrc[@]}"; do
+		dst=$(CAIRN_HOST=$node cairn_sub 0 "$cairn_refs CAIRN_HOST" "${cairn_ndst[i]}")
+		if [[ -n $cairn_nfrom && $cairn_nfrom == "$node" && ${cairn_nwhere[i]#*:} == "$dst" ]]; then
+			printf 'skipped %s: source and destination are the same file\n' "${cairn_nwhere[i]}"
+			continue
+		fi
+		if ! got=$(cairn_node_sh "$secs" "$cairn_node_put" cairn "$dst" "$(printf '%04d' "${cairn_nmode[i]}")" "${cairn_nbase[i]}" "$RANDOM$RANDOM" <"${cairn_nsrc[i]}" 2>&1); then
+			printf 'copy failed: %s: copy %s to %s: %s\n' "$node" "${cairn_nwhere[i]}" "$dst" "$(cairn_oneline "$got")"
+			rc=1
+			break
+		fi
+		to=${got% *} n=${got##* }
+		if [[ $n != "${cairn_nsize[i]}" ]]; then
+			printf 'copy failed: %s: copy %s to %s: %s received %s bytes of %s (the stream was cut short); the file there is unchanged; run the block again\n' "$node" "${cairn_nwhere[i]}" "$dst" "$to" "$n" "${cairn_nsize[i]}"
+			rc=1
+			break
+		fi
+		printf 'copied %s -> %s:%s (%d bytes, mode %04d)\n' "${cairn_nwhere[i]}" "$node" "$to" "$n" "${cairn_nmode[i]}"
+	done
+	cairn_node_down
 	return "$rc"
 }
 

@@ -42,6 +42,9 @@ type Options struct {
 //go:embed runtime.bash
 var runtimeSrc string
 
+// singleQuoted is s for the inside of a single-quoted bash word.
+func singleQuoted(s string) string { return strings.ReplaceAll(s, "'", `'\''`) }
+
 // runtime is runtime.bash with what runbook/nodepod says of node pods
 // filled in, so that the script makes the executor's node pod.
 var runtime = strings.NewReplacer(
@@ -50,7 +53,10 @@ var runtime = strings.NewReplacer(
 	"@IMAGESLOT@", nodepod.ImageSlot,
 	"@NSENTER@", strings.Join(nodepod.Nsenter, " "),
 	"@GRACE@", strconv.Itoa(nodepod.Grace),
-	"@SHELL@", strings.ReplaceAll(nodepod.Shell, "'", `'\''`),
+	"@SHELL@", singleQuoted(nodepod.Shell),
+	"@PUT@", singleQuoted(nodepod.Put),
+	"@STAT@", singleQuoted(nodepod.Stat),
+	"@CAT@", singleQuoted(nodepod.Cat),
 ).Replace(runtimeSrc)
 
 // ScriptName is the default file name of rb's exported script.
@@ -585,6 +591,12 @@ func (g *gen) block(b *runbook.Block) {
 		g.p("\t\tcairn_dry_show \"on each of ${cairn_val[%s]:-} over ssh%s (bash -euo pipefail)\" \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n", b.Hosts, sudo)
 	case b.Target == runbook.TargetPod:
 		g.p("\t\tcairn_dry_show %s \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n", attr("in each pod ("+oneLine(b.Badge(g.rb))+") with kubectl exec (bash -euo pipefail)"))
+	case b.Target == runbook.TargetNode && b.Action == "copy":
+		from := "this machine"
+		if b.From != "" {
+			from = "node " + b.From
+		}
+		g.p("\t\tcairn_dry_show %s \"$(cairn_sub 0 \"$cairn_refs\" \"$cairn_body\" display)\"\n", attr("as copies from "+from+" to each node ("+oneLine(b.Badge(g.rb))+") as root, through a privileged pod pinned to it"))
 	case b.Target == runbook.TargetNode:
 		g.p("\t\tcairn_dry_show %s \"$(cairn_shell_view \"$cairn_refs\" \"$cairn_body\")\"\n", attr("on each node ("+oneLine(b.Badge(g.rb))+") as root, through a privileged pod pinned to it (bash -euo pipefail)"))
 	default:
@@ -638,6 +650,11 @@ func (g *gen) block(b *runbook.Block) {
 		}
 		g.p("\tcairn_nodes %s %s || return 0\n", how, attr(what))
 		g.p("\tcairn_node_pod=%s\n", q(nodepod.Template(b.ID, b.Timeout)))
+		if b.Action == "copy" {
+			g.p("\tcairn_node_stage %s %s %s %s || return 0\n", attr(b.From), attr(b.Namespace), image, secs)
+			g.p("\tcairn_fan %d %s cairn_node_copy %s %s %s\n", max(b.Parallel, 1), want, attr(b.Namespace), image, secs)
+			break
+		}
 		g.p("\tcairn_fan %d %s cairn_node_script %s %s %s%s\n", max(b.Parallel, 1), want, attr(b.Namespace), image, secs, prefixSpace(g.captureNamesOf(refs)))
 	default:
 		g.p("\tcairn_timeout_kills=0\n\tcairn_single \"$cairn_kube_ctx\" %s\n", fn("kube", b))

@@ -464,23 +464,7 @@ func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) 
 			if b.From != "" {
 				hostParam("from", b.From, TypeHost)
 			}
-			for i, line := range strings.Split(strings.TrimRight(b.Content, "\n"), "\n") {
-				f := strings.Fields(line)
-				lpos := Pos{Line: b.BodyPos.Line + i, Col: 1}
-				switch len(f) {
-				case 0:
-					continue
-				case 1:
-					b.Copies = append(b.Copies, Copy{Src: f[0], Dst: f[0]})
-				case 2:
-					b.Copies = append(b.Copies, Copy{Src: f[0], Dst: f[1]})
-				default:
-					p.errf(lpos, "%s: each line of a copy block is SOURCE [DEST]; paths with spaces are not supported", blk)
-				}
-			}
-			if len(b.Copies) == 0 {
-				p.errf(where, "%s: action=copy lists no files; write one SOURCE [DEST] per line", blk)
-			}
+			p.copies(b, blk)
 		default:
 			p.errf(pos(seen["action"]), "%s: action %q is unknown for target=ssh (known: copy)", blk, b.Action)
 		}
@@ -488,7 +472,17 @@ func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) 
 		p.checkKube(b, seen, pos, isShell)
 	case TargetPod, TargetNode:
 		p.checkPodNode(b, seen, pos)
-		needShell("target=" + string(b.Target))
+		switch b.Action {
+		case "":
+			needShell("target=" + string(b.Target))
+			if b.From != "" {
+				p.errf(pos(seen["from"]), "%s: from is only for action=copy", blk)
+			}
+		case "copy":
+			p.copies(b, blk)
+		default:
+			p.errf(pos(seen["action"]), "%s: action %q is unknown for target=node (known: copy)", blk, b.Action)
+		}
 		if b.Parallel == 0 {
 			b.Parallel = 1
 		}
@@ -602,6 +596,31 @@ func WorkloadResource(w string) (resource, name string, ok bool) {
 	return res, n, ok
 }
 
+// copies reads an action=copy block's SOURCE [DEST] lines into b.Copies.
+func (p *parseState) copies(b *Block, blk string) {
+	for i, line := range strings.Split(strings.TrimRight(b.Content, "\n"), "\n") {
+		f := strings.Fields(line)
+		lpos := Pos{Line: b.BodyPos.Line + i, Col: 1}
+		switch len(f) {
+		case 0:
+			continue
+		case 1:
+			b.Copies = append(b.Copies, Copy{Src: f[0], Dst: f[0]})
+		case 2:
+			b.Copies = append(b.Copies, Copy{Src: f[0], Dst: f[1]})
+		default:
+			p.errf(lpos, "%s: each line of a copy block is SOURCE [DEST]; paths with spaces are not supported", blk)
+			continue
+		}
+		if b.Target == TargetNode && slices.ContainsFunc(FindRefs(f[0], false), func(r Ref) bool { return r.Name == "CAIRN_HOST" }) {
+			p.errf(lpos, "%s: copy source %s uses $CAIRN_HOST; a node block reads each source once for all its nodes, so name one file (a DEST may use $CAIRN_HOST)", blk, f[0])
+		}
+	}
+	if len(b.Copies) == 0 {
+		p.errf(b.Pos, "%s: action=copy lists no files; write one SOURCE [DEST] per line", blk)
+	}
+}
+
 // checkPodNode checks how a pod or node block chooses where it runs:
 // exactly one way.
 func (p *parseState) checkPodNode(b *Block, seen map[string]Attr, pos func(Attr) Pos) {
@@ -628,7 +647,7 @@ func (p *parseState) checkPodNode(b *Block, seen map[string]Attr, pos func(Attr)
 	if a, ok := seen["selector"]; ok && strings.TrimSpace(a.Value) == "" {
 		p.errf(pos(a), "%s: selector= is empty; Cairn never runs on every %s", blk, b.Target)
 	}
-	for _, k := range []string{"name", "namespace", "selector", "workload", "container", "nodes", "image"} {
+	for _, k := range []string{"name", "namespace", "selector", "workload", "container", "nodes", "image", "from"} {
 		if a, ok := seen[k]; ok && p.rb.ParamByName(a.Value) != nil {
 			p.errf(pos(a), "%s: %s=%s is the literal text %q; write %s=$%s to use the parameter", blk, k, a.Value, a.Value, k, a.Value)
 		}
@@ -678,10 +697,13 @@ func (p *parseState) checkRefs(b *Block) {
 		}
 	} else if b.Target == TargetKube || b.Action == "copy" {
 		for _, r := range bodyRefs(b.Content, b.Action != "copy") {
+			if b.Action == "copy" && r.Name == "CAIRN_HOST" {
+				continue // each destination's name, filled in per host
+			}
 			report(r.Name, lineAt(r.Off))
 		}
 	}
-	for _, v := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.Workload, b.Container, b.Nodes, b.Image} {
+	for _, v := range []string{b.Kind, b.Name, b.Namespace, b.Selector, b.FieldSelector, b.Replicas, b.For, b.Workload, b.Container, b.Nodes, b.Image, b.From} {
 		for _, r := range bodyRefs(v, false) {
 			report(r.Name, b.Pos)
 		}

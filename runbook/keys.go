@@ -155,13 +155,15 @@ var blockKeyTable = []blockKey{
 	{name: "sudo", targets: []Target{TargetSSH, TargetNode}, set: func(c *attrCtx) { c.b.Sudo = c.boolean() },
 		docs: []keyDoc{{docSSH, "", "`true`: run the script under `sudo -n bash`."},
 			{docNode, "", "Accepted, so a block written for `target=ssh` moves over unchanged: a node block always runs as root."}}},
-	{name: "action", targets: []Target{TargetSSH, TargetKube}, set: func(c *attrCtx) { c.b.Action = c.a.Value },
+	{name: "action", targets: []Target{TargetSSH, TargetKube, TargetNode}, set: func(c *attrCtx) { c.b.Action = c.a.Value },
 		docs: []keyDoc{
 			{docSSH, "action=copy", "Copy files instead of running a script: `from` (a `host` parameter; default the reader's machine) to every host of `hosts`; each body line is `SOURCE [DEST]` (DEST defaults to SOURCE; parameters allowed)."},
+			{docNode, "action=copy", "Copy files to each node as root, through its node pod: from the reader's machine, or from the node `from` names; each body line is `SOURCE [DEST]` as on SSH hosts (a DEST ending in `/` or naming a directory gets the source's file name). The file lands whole or not at all (written beside it, then renamed), with the source's mode. SOURCE is read once per block, so it cannot use `$CAIRN_HOST`."},
 			{docKube, "", "`apply` (server-side apply of the body, a multi-document YAML/JSON manifest, custom resources included), `get`, `patch` (the body is the patch), `delete`, `scale`, `wait`."},
 		}},
-	{name: "from", targets: sshOnly, set: func(c *attrCtx) { c.b.From = c.a.Value },
-		docs: []keyDoc{{docSSH, "", "With `action=copy`: the source host parameter."}}},
+	{name: "from", targets: []Target{TargetSSH, TargetNode}, set: func(c *attrCtx) { c.b.From = c.a.Value },
+		docs: []keyDoc{{docSSH, "", "With `action=copy`: the source host parameter."},
+			{docNode, "", "With `action=copy`: the node the files come from, read as root through a node pod of its own (`from=$FIRST_CP`; parameters allowed)."}}},
 
 	{name: "workload", targets: podOnly, set: func(c *attrCtx) { c.b.Workload = c.a.Value },
 		docs: []keyDoc{{docPod, "", "`KIND/NAME` of a DaemonSet, Deployment, StatefulSet, ReplicaSet or Job (`ds/cilium`, `deploy/coredns`): its pods, by its own selector."}}},

@@ -85,6 +85,10 @@ func TestKeyTableDiagnostics(t *testing.T) {
 		{"bash {target=node nodes=CP}", `nodes=CP is the literal text "CP"; write nodes=$CP to use the parameter`},
 		{"bash {target=node nodes=$NOPE}", `$NOPE is not a declared parameter`},
 		{`bash {target=node selector=""}`, `selector= is empty; Cairn never runs on every node`},
+		{"text {target=node nodes=$CP action=apply}", `action "apply" is unknown for target=node (known: copy)`},
+		{"bash {target=node nodes=$CP from=$CP}", `from is only for action=copy`},
+		{"text {target=node nodes=$CP action=copy from=CP}", `from=CP is the literal text "CP"; write from=$CP to use the parameter`},
+		{"text {target=pod workload=ds/x action=copy}", `attribute "action" applies only to target=ssh or target=kube or target=node, not target=pod`},
 		{"bash {target=local interval=0s}", `block "intro-1": interval "0s": use a Go duration`},
 		{"bash {target=local always=yes}", `block "intro-1": always must be true or false, not "yes"`},
 		{"bash {target=local mute=WARN}", `block "intro-1": mute needs mute.why: say why those lines are expected`},
@@ -121,5 +125,29 @@ func TestMute(t *testing.T) {
 		if b.Muted(line) != want {
 			t.Errorf("Muted(%q) = %v", line, !want)
 		}
+	}
+}
+
+// TestNodeCopy: action=copy on target=node reads SOURCE [DEST] lines as
+// on SSH hosts; a DEST may name each node ($CAIRN_HOST), a SOURCE may not
+// (it is read once for all nodes), with the line that does it.
+func TestNodeCopy(t *testing.T) {
+	head := "---\ntitle: t\nparams:\n  - name: CP\n    type: hosts\n  - name: FIRST\n    type: host\n---\n\n"
+	rb, err := Parse("t.md", []byte(head+"```text {#c target=node action=copy nodes=$CP from=$FIRST}\n/etc/kubernetes/pki/ca.crt\n~/x.conf /etc/x/$CAIRN_HOST.conf\n```\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := rb.BlockByID("c")
+	want := []Copy{{Src: "/etc/kubernetes/pki/ca.crt", Dst: "/etc/kubernetes/pki/ca.crt"}, {Src: "~/x.conf", Dst: "/etc/x/$CAIRN_HOST.conf"}}
+	if !slices.Equal(b.Copies, want) || b.From != "$FIRST" || !slices.Contains(b.Refs, "FIRST") || !slices.Contains(b.Refs, "CP") {
+		t.Errorf("copies %v from %q refs %v", b.Copies, b.From, b.Refs)
+	}
+	_, err = Parse("t.md", []byte(head+"```text {#c target=node action=copy nodes=$CP}\n/a /b\n/tmp/$CAIRN_HOST.conf\n```\n"))
+	if err == nil || !strings.Contains(err.Error(), "t.md:12:1: block \"c\": copy source /tmp/$CAIRN_HOST.conf uses $CAIRN_HOST") {
+		t.Errorf("a node copy source with $CAIRN_HOST: %v", err)
+	}
+	// On SSH hosts both may name the host.
+	if _, err := Parse("t.md", []byte(head+"```text {#c target=ssh action=copy hosts=CP}\n/tmp/$CAIRN_HOST.conf /etc/$CAIRN_HOST.conf\n```\n")); err != nil {
+		t.Errorf("an ssh copy with $CAIRN_HOST: %v", err)
 	}
 }

@@ -78,7 +78,7 @@ func NodeCommand(session string) []string {
 // selection is how a pod or node block chooses where it runs, with
 // parameter values filled in and checked against the field they land in.
 type selection struct {
-	namespace, name, selector, workload, container, nodes, image string
+	namespace, name, selector, workload, container, nodes, image, from string
 }
 
 func newSelection(b *runbook.Block, env map[string]string) (*selection, error) {
@@ -92,6 +92,10 @@ func newSelection(b *runbook.Block, env map[string]string) (*selection, error) {
 		container: sub("container", b.Container, isNamespace, "a container name"),
 		nodes:     sub("nodes", b.Nodes, isNodeList, "node names"),
 		image:     sub("image", b.Image, isImageRef, "an image reference"),
+		from:      sub("from", b.From, func(v string) bool { return nodeNameRe.MatchString(v) }, "a node name"),
+	}
+	if b.From != "" && s.from == "" {
+		f.problems = append(f.problems, fmt.Sprintf("from=%s is empty: name the node the files come from", b.From))
 	}
 	if s.workload != "" && !isWorkload(s.workload) && len(f.problems) == 0 {
 		f.problems = append(f.problems, fmt.Sprintf("workload=%s is %q, not KIND/NAME with KIND one of ds, deploy, sts, rs, job", b.Workload, s.workload))
@@ -393,6 +397,11 @@ func isExit(err error) bool {
 // stream runs one exec: WebSocket first (the API's current protocol),
 // SPDY when the server or a proxy cannot upgrade to it, as kubectl does.
 func (r *Runner) stream(ctx context.Context, ns, pod, container string, command []string, stdin io.Reader, w io.Writer) error {
+	return r.stream2(ctx, ns, pod, container, command, stdin, w, w)
+}
+
+// stream2 is stream with standard output and error apart.
+func (r *Runner) stream2(ctx context.Context, ns, pod, container string, command []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	req := r.core.RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdin: stdin != nil, Stdout: true, Stderr: true}, execCodec)
 	spdy, err := remotecommand.NewSPDYExecutor(r.rest, "POST", req.URL())
@@ -409,7 +418,7 @@ func (r *Runner) stream(ctx context.Context, ns, pod, container string, command 
 	if err != nil {
 		return err
 	}
-	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: w, Stderr: w})
+	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
 // execCodec encodes PodExecOptions as query parameters.
@@ -462,8 +471,15 @@ func (n nodeRunner) Run(ctx context.Context, job *executor.Job, out executor.Sin
 	if err := r.canExec(ctx, ns); err != nil {
 		return nil, err
 	}
+	var nc *nodeCopy
+	if job.Block.Action == "copy" {
+		if nc, err = r.newNodeCopy(ctx, job, out, ns, image, sel.from); err != nil {
+			return nil, err
+		}
+		defer nc.close()
+	}
 	return executor.FanOut(ctx, job, nodes, job.Block.Parallel, func(ctx context.Context, node string) executor.HostResult {
-		exit, err := r.onNode(ctx, job, out, ns, node, image)
+		exit, err := r.onNode(ctx, job, out, ns, node, image, nc)
 		return executor.HostResult{Exit: exit, Err: err}
 	}, out), nil
 }
@@ -580,27 +596,43 @@ func (r *Runner) NodePod(job *executor.Job, ns, node, image string) *corev1.Pod 
 		RunID: job.RunID, Block: job.Block.ID, Owner: Owner(), PID: fmt.Sprint(os.Getpid())}.Pod()
 }
 
-// onNode makes the node pod, waits until it runs, runs the script in the
-// node's namespaces and deletes the pod, whatever happened.
-func (r *Runner) onNode(ctx context.Context, job *executor.Job, out executor.Sink, ns, node, image string) (int, error) {
+// onNode runs the block on node through its node pod: the script, or
+// the copies when nc is not nil.
+func (r *Runner) onNode(ctx context.Context, job *executor.Job, out executor.Sink, ns, node, image string, nc *nodeCopy) (int, error) {
+	exit := -1
+	err := r.withNodePod(ctx, job, out, ns, node, image, func(pod string) error {
+		var err error
+		if nc != nil {
+			exit, err = nc.put(ctx, ns, pod, node)
+			return err
+		}
+		session := executor.NewID()
+		exit, err = r.execScript(ctx, job, out, ns, pod, nodepod.Container, node, NodeCommand(session), session, nodepod.Nsenter)
+		return err
+	})
+	return exit, err
+}
+
+// withNodePod makes the node pod, waits until it runs, calls fn with its
+// name and deletes the pod, whatever happened.
+func (r *Runner) withNodePod(ctx context.Context, job *executor.Job, out executor.Sink, ns, node, image string, fn func(pod string) error) error {
 	pods := r.core.Pods(ns)
 	pod, err := pods.Create(ctx, r.NodePod(job, ns, node, image), metav1.CreateOptions{})
 	if err != nil {
 		if ctx.Err() != nil {
-			return -1, executor.CtxErr(ctx)
+			return executor.CtxErr(ctx)
 		}
-		return -1, fmt.Errorf("make the node pod: %w", r.nodePodRefused(ns, err))
+		return fmt.Errorf("make the node pod: %w", r.nodePodRefused(ns, err))
 	}
 	defer r.deleteNodePod(ctx, out, node, pod)
 	out.Event(executor.Event{Kind: "info", Host: node, Message: fmt.Sprintf("pod %s/%s (image %s)", ns, pod.Name, image)})
 	if err := r.waitRunning(ctx, pod); err != nil {
 		if ctx.Err() != nil {
-			return -1, executor.CtxErr(ctx)
+			return executor.CtxErr(ctx)
 		}
-		return -1, err
+		return err
 	}
-	session := executor.NewID()
-	return r.execScript(ctx, job, out, ns, pod.Name, nodepod.Container, node, NodeCommand(session), session, nodepod.Nsenter)
+	return fn(pod.Name)
 }
 
 // nodePodGrace is nodepod.Grace, for DeleteOptions.

@@ -147,3 +147,41 @@ func Template(block string, timeout time.Duration) string {
 	}
 	return string(b)
 }
+
+// Put writes standard input to a file on the node, as action=copy does:
+// sh -c Put cairn DEST MODE BASE TAG, run as root in the node's namespaces.
+// A DEST ending in / or naming a directory gets BASE (the source's file
+// name); ~ is root's home. The bytes go to a hidden file beside DEST, which
+// takes MODE and is then renamed over DEST, so DEST is whole or untouched.
+// It prints the path written and the bytes it received: the sender
+// compares them with what it sent (a stream cut short is an error, not a
+// short file).
+const Put = `set -eu
+to=$1 mode=$2 base=$3 tag=$4
+case $to in "~" | "~/"*) to=${HOME:-/root}${to#"~"} ;; esac
+case $to in */) to=$to$base ;; *) if [ -d "$to" ]; then to=$to/$base; fi ;; esac
+dir=$(dirname -- "$to")
+mkdir -p -- "$dir"
+tmp=$dir/.$(basename -- "$to").cairn-$tag
+trap 'rm -f -- "$tmp"' EXIT
+cat >"$tmp"
+chmod "$mode" -- "$tmp"
+n=$(wc -c <"$tmp")
+mv -f -- "$tmp" "$to"
+trap - EXIT
+printf '%s %s\n' "$to" $n`
+
+// Stat says what a copy reads on a source node: sh -c Stat cairn SOURCE
+// prints "MODE SIZE" of a regular file (octal mode), else fails saying why.
+const Stat = `set -eu
+f=$1
+case $f in "~" | "~/"*) f=${HOME:-/root}${f#"~"} ;; esac
+if [ -d "$f" ]; then echo "the source is a directory; list each file on its own line" >&2; exit 1; fi
+if [ ! -e "$f" ]; then echo "no such file: $f" >&2; exit 1; fi
+if [ ! -f "$f" ]; then echo "the source is not a regular file" >&2; exit 1; fi
+stat -c '%a %s' -- "$f"`
+
+// Cat prints a source file: sh -c Cat cairn SOURCE.
+const Cat = `f=$1
+case $f in "~" | "~/"*) f=${HOME:-/root}${f#"~"} ;; esac
+exec cat -- "$f"`

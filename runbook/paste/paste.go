@@ -377,15 +377,63 @@ func (w *builder) nodes() {
 		w.text("CAIRN_NODES=$(" + kc + " get nodes -l " + w.wordText(b.Selector, false) + " -o name) || exit\n")
 	}
 	w.text("IFS= read -r -d '' CAIRN_POD_JSON <<'CAIRN_EOF' || true\n" + nodepod.Template(b.ID, b.Timeout) + "\nCAIRN_EOF\n")
+	if b.Action == "copy" {
+		w.nodeCopy(kc)
+		return
+	}
+	w.nodePod(kc)
 	w.text("set -f\nfor CAIRN_NODE in $CAIRN_NODES; do\n  CAIRN_NODE=${CAIRN_NODE#node/}\n")
-	w.text("  case $CAIRN_NODE/$CAIRN_IMAGE in " + nodepod.NameChars + ") echo \"not a node name or image: $CAIRN_NODE $CAIRN_IMAGE\" >&2; break;; esac\n")
-	w.text("  CAIRN_J=${CAIRN_POD_JSON//" + nodepod.NodeSlot + "/$CAIRN_NODE}\n  CAIRN_J=${CAIRN_J//" + nodepod.ImageSlot + "/$CAIRN_IMAGE}\n")
-	w.text("  CAIRN_P=$(printf '%s' \"$CAIRN_J\" | " + kc + " create -f - -o name) || break\n")
-	w.text("  if " + kc + " wait --for=condition=Ready \"$CAIRN_P\" --timeout=120s >/dev/null; then\n")
+	w.text("  if cairn_node_up \"$CAIRN_NODE\"; then\n")
 	w.text("    " + kc + " exec \"$CAIRN_P\" -- " + strings.Join(nodepod.Nsenter, " ") + " " + w.execArgs(refs, "\"$CAIRN_NODE\"") + "\n")
 	w.text("    CAIRN_RC=$?\n  else\n    CAIRN_RC=1\n  fi\n")
+	w.text("  [ -z \"$CAIRN_P\" ] || " + kc + " delete \"$CAIRN_P\" --grace-period=" + fmt.Sprint(nodepod.Grace) + " --wait=false >/dev/null\n")
+	w.text("  [ \"$CAIRN_RC\" = 0 ] || break\ndone\n")
+}
+
+// nodePod writes cairn_node_up NODE: the node pod of $CAIRN_POD_JSON made
+// on NODE and waited for, its name in CAIRN_P ("" when none was made).
+func (w *builder) nodePod(kc string) {
+	w.text("cairn_node_up() {\n  CAIRN_P=\n")
+	w.text("  case $1/$CAIRN_IMAGE in " + nodepod.NameChars + ") echo \"not a node name or image: $1 $CAIRN_IMAGE\" >&2; return 1;; esac\n")
+	w.text("  CAIRN_J=${CAIRN_POD_JSON//" + nodepod.NodeSlot + "/$1}\n  CAIRN_J=${CAIRN_J//" + nodepod.ImageSlot + "/$CAIRN_IMAGE}\n")
+	w.text("  CAIRN_P=$(printf '%s' \"$CAIRN_J\" | " + kc + " create -f - -o name) || return 1\n")
+	w.text("  " + kc + " wait --for=condition=Ready \"$CAIRN_P\" --timeout=120s >/dev/null\n}\n")
+}
+
+// nodeCopy: each SOURCE [DEST] line to each node as root through its node
+// pod (runbook/nodepod.Put: whole or not at all, with the source's mode),
+// from this machine or from the node of from= through a pod of its own.
+func (w *builder) nodeCopy(kc string) {
+	b := w.b
+	w.nodePod(kc)
+	ns := strings.Join(nodepod.Nsenter, " ") + " /bin/sh -c "
+	w.text("CAIRN_PUT=" + runbook.ShellQuote(nodepod.Put) + "\n")
+	if b.From != "" {
+		w.text("CAIRN_CAT=" + runbook.ShellQuote(nodepod.Cat) + "\nCAIRN_STAT=" + runbook.ShellQuote(nodepod.Stat) + "\n")
+		w.text("CAIRN_FROM=" + w.wordText(b.From, false) + "\n")
+		w.text("cairn_node_up \"$CAIRN_FROM\" || { [ -z \"$CAIRN_P\" ] || " + kc + " delete \"$CAIRN_P\" --wait=false >/dev/null; exit 1; }\nCAIRN_SRC_POD=$CAIRN_P\n")
+		w.text("cairn_get() { " + kc + " exec \"$CAIRN_SRC_POD\" -- " + ns + "\"$1\" cairn \"$2\"; }\n")
+	}
+	w.text("set -f\nfor CAIRN_HOST in $CAIRN_NODES; do\n  CAIRN_HOST=${CAIRN_HOST#node/}\n")
+	w.text("  if ! cairn_node_up \"$CAIRN_HOST\"; then\n    [ -z \"$CAIRN_P\" ] || " + kc + " delete \"$CAIRN_P\" --wait=false >/dev/null\n    break\n  fi\n  CAIRN_RC=0\n")
+	for _, c := range b.Copies {
+		w.text("  CAIRN_SRC=")
+		w.word(c.Src, b.From == "")
+		w.text(" CAIRN_DST=")
+		w.word(c.Dst, false)
+		w.text("\n")
+		put := kc + " exec -i \"$CAIRN_P\" -- " + ns + "\"$CAIRN_PUT\" cairn \"$CAIRN_DST\" \"0$CAIRN_MODE\" \"${CAIRN_SRC##*/}\" \"$$\""
+		if b.From == "" {
+			w.text("  [ \"$CAIRN_RC\" = 0 ] && CAIRN_MODE=$(stat -c %a -- \"$CAIRN_SRC\") && " + put + " <\"$CAIRN_SRC\" || CAIRN_RC=1\n")
+		} else {
+			w.text("  [ \"$CAIRN_RC\" = 0 ] && CAIRN_MODE=$(cairn_get \"$CAIRN_STAT\" \"$CAIRN_SRC\" | cut -d' ' -f1) && cairn_get \"$CAIRN_CAT\" \"$CAIRN_SRC\" | " + put + " || CAIRN_RC=1\n")
+		}
+	}
 	w.text("  " + kc + " delete \"$CAIRN_P\" --grace-period=" + fmt.Sprint(nodepod.Grace) + " --wait=false >/dev/null\n")
 	w.text("  [ \"$CAIRN_RC\" = 0 ] || break\ndone\n")
+	if b.From != "" {
+		w.text(kc + " delete \"$CAIRN_SRC_POD\" --grace-period=" + fmt.Sprint(nodepod.Grace) + " --wait=false >/dev/null\n")
+	}
 }
 
 // copyFiles: each SOURCE [DEST] line to each host (from the reader's
