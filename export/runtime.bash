@@ -1370,8 +1370,9 @@ cairn_node_stage() {
 	local -a parts
 	cairn_nsrc=() cairn_nmode=() cairn_nsize=() cairn_nwhere=() cairn_ndst=() cairn_nbase=()
 	if [[ -n $from ]]; then
-		out=$(cairn_node_up "$from" "$ns" "$image" 2>&1) || {
-			cairn_reasons+=("copy source $from: $(cairn_oneline "$out")")
+		# Not in $(...): cairn_npod and cairn_argv are this shell's.
+		cairn_node_up "$from" "$ns" "$image" >"$cairn_tmp/stage.out" 2>&1 || {
+			cairn_reasons+=("copy source $from: $(cairn_oneline "$(<"$cairn_tmp/stage.out")")")
 			cairn_node_down
 			return 1
 		}
@@ -1391,8 +1392,8 @@ cairn_node_stage() {
 				return 1
 			fi
 			cairn_nsrc[i]=$src
-			cairn_nmode[i]=$(stat -c %a -- "$src")
-			cairn_nsize[i]=$(stat -c %s -- "$src")
+			cairn_nmode[i]=$(stat -L -c %a -- "$src")
+			cairn_nsize[i]=$(stat -L -c %s -- "$src")
 		else
 			cairn_nwhere[i]=$from:$src
 			cairn_nsrc[i]=$cairn_tmp/nstage.$i
@@ -1471,7 +1472,7 @@ cairn_copy() {
 			cp -p -- "${src/#\~/$HOME}" "$stage" || return 1
 		elif [[ $sudo == 1 ]]; then
 			cairn_ssh_argv "$cairn_from"
-			mode=$(timeout -k 5 "$secs" "${cairn_argv[@]}" "sudo -n stat -c %a -- $qs" </dev/null) || return 1
+			mode=$(timeout -k 5 "$secs" "${cairn_argv[@]}" "sudo -n stat -L -c %a -- $qs" </dev/null) || return 1
 			timeout -k 5 "$secs" "${cairn_argv[@]}" "sudo -n cat -- $qs" </dev/null >"$stage" || return 1
 			chmod "$mode" "$stage" || return 1
 		else

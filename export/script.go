@@ -651,7 +651,7 @@ func (g *gen) block(b *runbook.Block) {
 		g.p("\tcairn_nodes %s %s || return 0\n", how, attr(what))
 		g.p("\tcairn_node_pod=%s\n", q(nodepod.Template(b.ID, b.Timeout)))
 		if b.Action == "copy" {
-			g.p("\tcairn_node_stage %s %s %s %s || return 0\n", attr(b.From), attr(b.Namespace), image, secs)
+			g.p("\tcairn_node_stage %s %s %s %s || { cairn_hosts=(); return 0; }\n", attr(b.From), attr(b.Namespace), image, secs)
 			g.p("\tcairn_fan %d %s cairn_node_copy %s %s %s\n", max(b.Parallel, 1), want, attr(b.Namespace), image, secs)
 			break
 		}

@@ -14,8 +14,8 @@ import (
 )
 
 func TestNewSelection(t *testing.T) {
-	b := &runbook.Block{ID: "b", Target: runbook.TargetPod, Namespace: "$NS", Workload: "ds/$NAME", Container: "$C", Nodes: "$NODES", Image: "$IMG", Selector: "app=$APP"}
-	good := map[string]string{"NS": "kube-system", "NAME": "cilium", "C": "agent", "NODES": "cp1, cp2 w1", "IMG": "reg.example:5000/x/node-shell:v1@sha256:ab", "APP": "web"}
+	b := &runbook.Block{ID: "b", Target: runbook.TargetPod, Namespace: "$NS", Workload: "ds/$NAME", Container: "$C", Nodes: "$NODES", Image: "$IMG", Selector: "app=$APP", From: "$FROM"}
+	good := map[string]string{"NS": "kube-system", "NAME": "cilium", "C": "agent", "NODES": "cp1, cp2 w1", "IMG": "reg.example:5000/x/node-shell:v1@sha256:ab", "APP": "web", "FROM": "cp0"}
 	s, err := newSelection(b, good)
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +37,8 @@ func TestNewSelection(t *testing.T) {
 		{"IMG", "--privileged", "image=$IMG"},
 		{"IMG", "busybox\nx", "image=$IMG"},
 		{"C", "a b", "container=$C"},
+		{"FROM", "cp0 cp1", "from=$FROM"},
+		{"FROM", "", "from=$FROM is empty"},
 	} {
 		env := map[string]string{}
 		for k, v := range good {
@@ -101,6 +103,40 @@ func TestProcessAlive(t *testing.T) {
 	for _, v := range []string{"", "x", "-1", "0", "999999999"} {
 		if processAlive(v) {
 			t.Errorf("processAlive(%q) = true", v)
+		}
+	}
+}
+
+// TestNodeCopySources: a copy from this machine reads each source's mode
+// and size before any node is touched; a directory, a device or a missing
+// file fails the whole block at once, naming it.
+func TestNodeCopySources(t *testing.T) {
+	dir := t.TempDir()
+	f := dir + "/key.pem"
+	if err := os.WriteFile(f, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	copyJob := func(lines ...runbook.Copy) *executor.Job {
+		return &executor.Job{RunID: "r", Env: map[string]string{"DIR": dir}, Block: &runbook.Block{ID: "c", Target: runbook.TargetNode, Action: "copy", Copies: lines}}
+	}
+	r := &Runner{}
+	nc, err := r.newNodeCopy(t.Context(), copyJob(runbook.Copy{Src: "$DIR/key.pem", Dst: "/etc/x/$CAIRN_HOST.pem"}), quiet{}, "kube-system", "img", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.close()
+	if got := nc.files[0]; got.path != f || got.mode != 0o600 || got.size != 7 || got.dst != "/etc/x/$CAIRN_HOST.pem" {
+		t.Errorf("source read as %+v", got)
+	}
+	for src, want := range map[string]string{
+		dir:                "the source is a directory",
+		"/dev/null":        "the source is not a regular file",
+		dir + "/no-such":   "no such file",
+		"$DIR/also-absent": dir + "/also-absent",
+	} {
+		_, err := r.newNodeCopy(t.Context(), copyJob(runbook.Copy{Src: "$DIR/key.pem", Dst: "/a"}, runbook.Copy{Src: src, Dst: "/b"}), quiet{}, "kube-system", "img", "")
+		if !errors.Is(err, executor.ErrPermanent) || !strings.Contains(err.Error(), want) {
+			t.Errorf("source %s: %v, want ErrPermanent with %q", src, err, want)
 		}
 	}
 }

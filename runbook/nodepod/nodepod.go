@@ -179,7 +179,7 @@ case $f in "~" | "~/"*) f=${HOME:-/root}${f#"~"} ;; esac
 if [ -d "$f" ]; then echo "the source is a directory; list each file on its own line" >&2; exit 1; fi
 if [ ! -e "$f" ]; then echo "no such file: $f" >&2; exit 1; fi
 if [ ! -f "$f" ]; then echo "the source is not a regular file" >&2; exit 1; fi
-stat -c '%a %s' -- "$f"`
+stat -L -c '%a %s' -- "$f"`
 
 // Cat prints a source file: sh -c Cat cairn SOURCE.
 const Cat = `f=$1

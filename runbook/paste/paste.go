@@ -361,9 +361,18 @@ func (w *builder) nodes() {
 	if b.Nodes == "" {
 		what = "node with labels " + b.Selector
 	}
-	w.header("on each " + oneLine(what) + " as root, through a privileged pod pinned to it (kubectl exec and nsenter), against " + w.against())
+	switch {
+	case b.Action != "copy":
+		w.header("on each " + oneLine(what) + " as root, through a privileged pod pinned to it (kubectl exec and nsenter), against " + w.against())
+	case b.From != "":
+		w.header("copies files from node " + b.From + " to each " + oneLine(what) + " as root, through privileged pods pinned to them (kubectl exec and nsenter), against " + w.against())
+	default:
+		w.header("copies files from this machine to each " + oneLine(what) + " as root, through a privileged pod pinned to it (kubectl exec and nsenter), against " + w.against())
+	}
 	w.assign(refs)
-	w.readBody(b.Content)
+	if b.Action != "copy" {
+		w.readBody(b.Content)
+	}
 	w.text("CAIRN_IMAGE=")
 	if b.Image != "" {
 		w.word(b.Image, false)
@@ -424,7 +433,7 @@ func (w *builder) nodeCopy(kc string) {
 		w.text("\n")
 		put := kc + " exec -i \"$CAIRN_P\" -- " + ns + "\"$CAIRN_PUT\" cairn \"$CAIRN_DST\" \"0$CAIRN_MODE\" \"${CAIRN_SRC##*/}\" \"$$\""
 		if b.From == "" {
-			w.text("  [ \"$CAIRN_RC\" = 0 ] && CAIRN_MODE=$(stat -c %a -- \"$CAIRN_SRC\") && " + put + " <\"$CAIRN_SRC\" || CAIRN_RC=1\n")
+			w.text("  [ \"$CAIRN_RC\" = 0 ] && CAIRN_MODE=$(stat -L -c %a -- \"$CAIRN_SRC\") && " + put + " <\"$CAIRN_SRC\" || CAIRN_RC=1\n")
 		} else {
 			w.text("  [ \"$CAIRN_RC\" = 0 ] && CAIRN_MODE=$(cairn_get \"$CAIRN_STAT\" \"$CAIRN_SRC\" | cut -d' ' -f1) && cairn_get \"$CAIRN_CAT\" \"$CAIRN_SRC\" | " + put + " || CAIRN_RC=1\n")
 		}
@@ -482,9 +491,9 @@ func (w *builder) copyFiles() {
 		w.text(" CAIRN_DST=")
 		w.word(dst, false)
 		if b.From == "" {
-			w.text(" &&\n    cairn_put \"$CAIRN_HOST\" \"$CAIRN_DST\" \"$(stat -c %a -- \"$CAIRN_SRC\")\" <\"$CAIRN_SRC\" || break\n")
+			w.text(" &&\n    cairn_put \"$CAIRN_HOST\" \"$CAIRN_DST\" \"$(stat -L -c %a -- \"$CAIRN_SRC\")\" <\"$CAIRN_SRC\" || break\n")
 		} else {
-			w.text(" &&\n    cairn_get \"$CAIRN_FROM\" cat \"$CAIRN_SRC\" | cairn_put \"$CAIRN_HOST\" \"$CAIRN_DST\" \"$(cairn_get \"$CAIRN_FROM\" 'stat -c %a' \"$CAIRN_SRC\")\" || break\n")
+			w.text(" &&\n    cairn_get \"$CAIRN_FROM\" cat \"$CAIRN_SRC\" | cairn_put \"$CAIRN_HOST\" \"$CAIRN_DST\" \"$(cairn_get \"$CAIRN_FROM\" 'stat -L -c %a' \"$CAIRN_SRC\")\" || break\n")
 		}
 	}
 	w.text("done\n")

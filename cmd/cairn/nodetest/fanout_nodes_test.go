@@ -83,7 +83,7 @@ func runFanOutOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 		if err != nil {
 			t.Fatalf("cairn run: %v\n%s", err, out)
 		}
-		if !strings.Contains(out, "6 verified, 0 skipped of 6 blocks") {
+		if !strings.Contains(out, "9 verified, 0 skipped of 9 blocks") {
 			t.Errorf("not every block verified:\n%s", out)
 		}
 		// One result per pod, one per node: each named in its lines.
@@ -116,7 +116,7 @@ func runFanOutOnNodes(t *testing.T, sb *sandbox.Sandbox, dir, _ string) {
 		cmd := exec.CommandContext(bundledtest.Ctx(t, 5*time.Minute), "bash", script, "--kubeconfig", kubeconfig, "--yes", "--log", filepath.Join(dir, "fanout.log"))
 		cmd.Env = append(os.Environ(), "PATH="+sandbox.BinDir()+":"+os.Getenv("PATH"))
 		got, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(got), "6 verified, 0 skipped of 6 blocks") {
+		if err != nil || !strings.Contains(string(got), "9 verified, 0 skipped of 9 blocks") {
 			t.Fatalf("the exported script: %v\n%s", err, got)
 		}
 		if c := strings.Count(string(got), "│ hello from "); c != 4 {
@@ -349,10 +349,18 @@ func fanOutInBrowser(t *testing.T, kubeconfig, dir string, noCairnPods func(*tes
 			t.Errorf("the page shows no result of node %s:\n%s", n, out)
 		}
 	}
+	// action=copy on nodes: from a node and from this machine, checked on
+	// the node.
+	if out := verified("copy-from-node"); !strings.Contains(out, "-> w0:/var/lib/cairn-host/copy/w0.conf") {
+		t.Errorf("the page shows no copy to w0:\n%s", out)
+	}
+	verified("copy-from-here")
+	verified("copied")
 	// Copy: the command a reader pastes does what Run did.
 	for _, tc := range []struct{ block, want string }{
 		{"hello-pods", "hello from w0"},
 		{"manifests", "kube-apiserver.yaml"},
+		{"copy-from-node", "/var/lib/cairn-host/copy/w0.conf "},
 	} {
 		pg.Run("copy "+tc.block, chromedp.Click(chromedp.CSS(`#block-`+tc.block+` .cb-copy`)))
 		pg.Poll("the copy of "+tc.block, `window.Cairn.lastCopied && window.Cairn.lastCopied.indexOf("kubectl") > 0`, 10*time.Second)
