@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,16 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "__supervise" {
 		os.Exit(Supervise(os.Args[2:]))
+	}
+	if script := os.Getenv("CAIRN_TEST_TERMINAL"); script != "" {
+		// An executor with a terminal open, the script typed into it.
+		term, err := supervised().Terminal([]string{"bash", "--noprofile", "--norc", "-i"}, []string{"PATH=/usr/bin:/bin"}, 80, 24)
+		if err != nil {
+			panic(err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, term) }()
+		term.Write([]byte(script + "\n"))
+		select {}
 	}
 	if script := os.Getenv("CAIRN_TEST_EXECUTOR"); script != "" {
 		r := &Runner{Supervisor: []string{os.Args[0], "__supervise"}}
@@ -129,9 +140,25 @@ func TestRunLeavesNoProcesses(t *testing.T) {
 // dies by SIGKILL while a block runs; the block's processes die too (the
 // review: 30 of 30 kept running).
 func TestExecutorKill9LeavesNoProcesses(t *testing.T) {
+	t.Run("block", func(t *testing.T) {
+		kill9(t, func(dir string) string { return "CAIRN_TEST_EXECUTOR=" + escapee(dir) + "echo ready > " + dir + "/ready; sleep 300\n" })
+	})
+	// A terminal's shell and what was started in it end with the
+	// executor too.
+	t.Run("terminal", func(t *testing.T) {
+		kill9(t, func(dir string) string {
+			return "CAIRN_TEST_TERMINAL=" + strings.ReplaceAll(strings.TrimSpace(escapee(dir)), "\n", "; ") + "; echo ready > " + dir + "/ready; sleep 300"
+		})
+	})
+}
+
+// kill9 starts this test binary as an executor with env(dir) and kills it
+// with SIGKILL once dir/ready exists; nothing the script started may live
+// on.
+func kill9(t *testing.T, env func(dir string) string) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "CAIRN_TEST_EXECUTOR="+escapee(dir)+"echo ready > "+dir+"/ready; sleep 300\n")
+	cmd.Env = append(os.Environ(), env(dir))
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

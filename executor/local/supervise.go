@@ -71,10 +71,22 @@ func Supervise(args []string) int {
 		return 128 + int(syscall.SIGTERM) // the executor died before we could hear of it
 	}
 
+	// A terminal's shell (CAIRN_SUPERVISE_TTY=1) reads the terminal and
+	// leads its foreground process group, as a login shell would; it is
+	// ended with SIGHUP (an interactive bash ignores SIGTERM), what a
+	// terminal closing sends.
+	tty := os.Getenv("CAIRN_SUPERVISE_TTY") == "1"
+	os.Unsetenv("CAIRN_SUPERVISE_TTY")
+	stop := syscall.SIGTERM
 	cg := newRunCgroup()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if tty {
+		cmd.Stdin = os.Stdin
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+		stop = syscall.SIGHUP
+	}
 	if cg != nil {
 		cg.enter()
 	}
@@ -94,7 +106,7 @@ func Supervise(args []string) int {
 	select {
 	case werr = <-waitc:
 	case <-sigs:
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = syscall.Kill(-pgid, stop)
 		select {
 		case werr = <-waitc:
 		case <-time.After(grace):
