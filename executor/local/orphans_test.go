@@ -141,7 +141,9 @@ func TestRunLeavesNoProcesses(t *testing.T) {
 // review: 30 of 30 kept running).
 func TestExecutorKill9LeavesNoProcesses(t *testing.T) {
 	t.Run("block", func(t *testing.T) {
-		kill9(t, func(dir string) string { return "CAIRN_TEST_EXECUTOR=" + escapee(dir) + "echo ready > " + dir + "/ready; sleep 300\n" })
+		kill9(t, func(dir string) string {
+			return "CAIRN_TEST_EXECUTOR=" + escapee(dir) + "echo ready > " + dir + "/ready; sleep 300\n"
+		})
 	})
 	// A terminal's shell and what was started in it end with the
 	// executor too.
