@@ -56,7 +56,7 @@ bench: build
 	@echo "journal: open with 1 GB of history (time, bytes allocated), and one durable append"
 	$(GO) test -run '^$$' -bench 'Journal' -benchmem -benchtime 5x ./executor
 
-## bench-fanout: one block on 1 and 4 sandbox nodes over SSH and through the API (target=node); builds a cluster first (root, not part of test)
+## bench-fanout: one block on 1, 4 and 19 sandbox nodes (WORKERS=16 light workers) over SSH and through the API (target=node); builds a cluster first (root, not part of test)
 bench-fanout:
 	scripts/bench-fanout.sh
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ const fanBench = "---\ntitle: fan-out bench\nparams:\n  - name: NODES\n    type:
 	"```bash {#over-ssh target=ssh hosts=NODES parallel=64}\nuname -n\n```\n\n" +
 	"```bash {#through-api target=node nodes=$NODES namespace=kube-system parallel=64}\nuname -n\n```\n"
 
-// BenchmarkFanOut runs the same block on 1 node and on every node of a
+// BenchmarkFanOut runs the same block on 1 node, 4 and every node of a
 // cluster already built on sandbox nodes (CAIRN_NODETEST_CLUSTER, as for
 // TestOnRunningNodes), target=ssh and target=node in turn, through the
 // engine as cairn serve wires it. ns/op is the wall time of one run over
@@ -63,7 +64,11 @@ func BenchmarkFanOut(b *testing.B) {
 			all = append(all, h.Name)
 		}
 	}
-	for _, nodes := range [][]string{all[:1], all} {
+	sizes := [][]string{all[:1]}
+	if len(all) > 4 {
+		sizes = append(sizes, all[:4])
+	}
+	for _, nodes := range append(sizes, all) {
 		for _, block := range []string{"over-ssh", "through-api"} {
 			b.Run(block+"/"+strconv.Itoa(len(nodes)), func(b *testing.B) {
 				b.ReportAllocs()
@@ -78,6 +83,12 @@ func BenchmarkFanOut(b *testing.B) {
 					if rec.Status != executor.StatusVerified || len(rec.Hosts) != len(nodes) {
 						b.Fatalf("%s on %d nodes: %s %v\n%s", block, len(nodes), rec.Status, rec.Reasons, rec.Output)
 					}
+				}
+				// The executor's peak resident memory so far (this
+				// process: the engine, its clients and connections).
+				var ru syscall.Rusage
+				if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+					b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
 				}
 			})
 		}
