@@ -113,6 +113,33 @@ func (e *Engine) Captures(rb *runbook.Runbook) map[string]string {
 	return out
 }
 
+// Redactor hides what a runbook's blocks would hide: the values of its
+// secret parameters among params, the secret values its runs captured, and
+// the redact= patterns of its blocks. A terminal's transcript is redacted
+// with it.
+func (e *Engine) Redactor(rb *runbook.Runbook, params map[string]string) *Redactor {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.sess(rb.Path)
+	red := &Redactor{}
+	for k, v := range params {
+		if p := rb.ParamByName(k); p != nil && p.Secret {
+			red.AddValue(v)
+		}
+	}
+	for k, v := range s.captures {
+		if s.secret[k] {
+			red.AddValue(v)
+		}
+	}
+	for _, b := range rb.Blocks {
+		for _, re := range b.Redact {
+			red.AddPattern(re)
+		}
+	}
+	return red
+}
+
 // SetCaptures seeds captured values (cairn run --param for a value an
 // earlier session captured).
 func (e *Engine) SetCaptures(rb *runbook.Runbook, vals map[string]string) {

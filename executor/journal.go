@@ -28,6 +28,11 @@ const (
 	StatusCancelled Status = "cancelled" // stopped by the reader
 	StatusSkipped   Status = "skipped"   // its condition was false
 	StatusRunning   Status = "running"
+	// A terminal session from the page (Target "terminal"): StatusByHand
+	// when the reader marked its manual step done there, else
+	// StatusTerminal. Output is the session's transcript.
+	StatusByHand   Status = "by-hand"
+	StatusTerminal Status = "terminal"
 )
 
 // Record is one completed run as the journal keeps it. Output is redacted
@@ -59,6 +64,8 @@ type Record struct {
 	// Site is set when the run was made by an exported script (at an
 	// air-gapped site, say) and came back with `cairn journal import`.
 	Site *SiteRun `json:"site,omitempty"`
+	// By is who worked in a terminal session (user@machine).
+	By string `json:"by,omitempty"`
 }
 
 // SiteRun is where a record made by an exported script came from. The

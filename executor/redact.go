@@ -105,6 +105,19 @@ func (r *Redactor) String(s string) string {
 	return s
 }
 
+// LineRedactor redacts a stream line by line, as block output is: a
+// terminal's transcript.
+type LineRedactor struct{ lr lineRedactor }
+
+// NewLineRedactor redacts what is written with r and passes it to emit a
+// line (or a long line's safe piece) at a time; Flush emits the rest.
+func NewLineRedactor(r *Redactor, emit func([]byte)) *LineRedactor {
+	return &LineRedactor{lineRedactor{r: r, emit: emit}}
+}
+
+func (l *LineRedactor) Write(p []byte) { l.lr.Write(p) }
+func (l *LineRedactor) Flush()         { l.lr.Flush() }
+
 // lineRedactor redacts a stream line by line, so that a secret split across
 // two chunks is still caught. Lines longer than maxLine are flushed as they
 // are (after redaction of what is there).
