@@ -31,6 +31,8 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	allowRemote := flags.Bool("allow-remote", false, "allow a non-loopback --listen address (every request still needs the token)")
 	var ef execFlags
 	ef.register(flags)
+	var tf termFlags
+	tf.register(flags)
 	if err := parseFlags(flags, args); err != nil {
 		return done(err)
 	}
@@ -71,6 +73,9 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	d := &daemon.Server{Content: st, Token: daemon.NewToken(), AllowOrigins: origins, Version: Version}
 	say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
 	x.Wire(d, say)
+	if tf.on {
+		x.WireTerminals(d, tf.max, nil)
+	}
 	x.Follow(ctx, say)
 	x.SweepNodePods(ctx, say)
 	if ef.Sandbox == "start" {

@@ -42,6 +42,17 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Journal, "journal", "", "run journal, an SQLite database several Cairn processes share (default CONTENT/.cairn/journal.db)")
 }
 
+// termFlags turn on the page's terminals (serve, daemon).
+type termFlags struct {
+	on  bool
+	max int
+}
+
+func (f *termFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.on, "terminal", false, "let the page open terminals: a shell on this machine or on a host the runbook names, each asked for on the page, recorded in the journal with its transcript (off by default)")
+	fs.IntVar(&f.max, "max-terminals", 4, "with --terminal: terminals open at once")
+}
+
 // selfEnv is added to the environment of this binary run as a child
 // (`cairn sandbox up`); the test binary sets it so that it acts as cairn.
 var selfEnv []string

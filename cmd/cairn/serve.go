@@ -20,6 +20,9 @@ const serveExamples = `  # Serve content/ on http://127.0.0.1:1313 with live rel
   # Against the local sandbox, writing verified output back into the Markdown
   cairn sandbox up && cairn serve --write-back
 
+  # With terminals on the page (a shell here or on a runbook's hosts)
+  cairn serve --terminal
+
   # Another port, content folder and cluster context
   cairn serve --port 8080 --content runbooks --context staging`
 
@@ -29,6 +32,8 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	sf.register(flags)
 	var ef execFlags
 	ef.register(flags)
+	var tf termFlags
+	tf.register(flags)
 	port := flags.Int("port", 1313, "port on 127.0.0.1 (the next free one is used if it is taken)")
 	noExec := flags.Bool("no-executor", false, "serve the site only; Run buttons stay off")
 	if err := parseFlags(flags, args); err != nil {
@@ -78,6 +83,13 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 				return
 			}
 			srv.Refresh(ctx, []string{rb.Path}) // bake the result into the page
+		}
+		if tf.on {
+			x.WireTerminals(d, tf.max, func(rec executor.Record) {
+				if rec.Block != "" && rec.Path != "" {
+					srv.Refresh(ctx, []string{rec.Path}) // bake "done by hand" into the page
+				}
+			})
 		}
 		sopts.API = d.Handler()
 		sopts.OnUpdate = func(res *site.Result, err error) {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/executor/term"
 	"github.com/cairn-dev/cairn/internal/loopback"
 	"github.com/cairn-dev/cairn/runbook"
 )
@@ -80,8 +81,12 @@ type Server struct {
 	// reported (write-back): what it sets in rec (WriteBack) reaches the
 	// page and the API with the run.
 	OnRecord func(rb *runbook.Runbook, rec *executor.Record)
+	// Terminals, if set, are the page's terminals (cairn serve
+	// --terminal); nil answers every terminal request 403 terminal_off.
+	Terminals *term.Manager
 
 	streams atomic.Int64
+	tickets tickets
 
 	mu    sync.Mutex
 	runs  map[string]*liveRun
@@ -100,11 +105,15 @@ func NewToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Close cancels every running block and waits for them to finish.
+// Close cancels every running block and waits for them to finish, and
+// ends every terminal (each is journaled).
 func (s *Server) Close() {
 	s.init()
 	s.stop()
 	s.wg.Wait()
+	if s.Terminals != nil {
+		s.Terminals.CloseAll()
+	}
 }
 
 func (s *Server) init() {
@@ -132,7 +141,17 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/runs/{id}/events", s.events)
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancelRun)
 	mux.HandleFunc("POST /api/sandbox/accept", s.acceptSandbox)
-	return s.guard(mux)
+	mux.HandleFunc("POST /api/terminals", s.startTerminal)
+	mux.HandleFunc("GET /api/terminals", s.listTerminals)
+	mux.HandleFunc("POST /api/terminals/{id}/attach", s.attachTerminal)
+	mux.HandleFunc("POST /api/terminals/{id}/done", s.terminalDone)
+	mux.HandleFunc("POST /api/terminals/{id}/close", s.closeTerminal)
+	// The WebSocket carries no token (a browser cannot send one there):
+	// it has a guard of its own, with the ticket instead.
+	outer := http.NewServeMux()
+	outer.Handle("GET /api/terminals/{id}/ws", s.wsGuard(s.terminalWS))
+	outer.Handle("/", s.guard(mux))
+	return outer
 }
 
 // apiError is the JSON error body; Code is stable for scripts and the page.

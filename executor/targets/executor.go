@@ -55,14 +55,15 @@ type Executor struct {
 	// KubeErr is why kube blocks are off, if they are.
 	KubeErr error
 	// Notes say where blocks will run, one line each.
-	Notes   []Note
-	closers []func()
+	Notes      []Note
+	closers    []func()
+	supervisor []string // Config.Supervisor, for terminals
 }
 
 // Open builds the engine with every runner it can, and the journal of the
 // content folder (or cfg.Journal).
 func Open(ctx context.Context, cfg Config, content string) (*Executor, error) {
-	x := &Executor{}
+	x := &Executor{supervisor: cfg.Supervisor}
 	journalPath := cfg.Journal
 	if journalPath == "" {
 		journalPath = filepath.Join(content, ".cairn", "journal.db")
