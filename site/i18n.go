@@ -70,6 +70,10 @@ var uiStrings = map[string]Strings{
 		"confirm_captures": "앞 블록이 캡처한 값", "capture_missing": "(아직 캡처되지 않음: 그중 하나를 먼저 실행하세요)",
 		"capture_secret": "(비밀 값: 여기서는 가려 보이고, 실행기가 갖고 있어요)",
 		"muted":          "알려진 무해한 출력: ", "muted_note": "흐리게 표시한 %d줄은 알려진 무해한 출력이에요: ",
+		"term_open": "터미널", "term_open_title": "여기서 터미널을 열어 직접 해요", "term_ask": "터미널을 열까요?", "term_where": "어디에서",
+		"term_local": "이 컴퓨터", "term_yes": "열기", "term_note": "세션은 실행 기록(저널)에 남고, 기록에서는 비밀 값이 가려져요.",
+		"term_done": "이 단계를 했어요", "term_close": "터미널 닫기", "term_ended": "셸이 끝났어요", "term_elsewhere": "다른 탭이 이 터미널을 열었어요",
+		"term_on": "터미널: ", "term_failed": "터미널을 열지 못했어요: ", "term_by": "작업자 ", "status_by-hand": "직접 함(터미널)", "status_terminal": "터미널 세션",
 	},
 	"en": {
 		"copy": "Copy", "copied": "Copied", "run": "Run", "mark_done": "Mark done",
@@ -135,6 +139,10 @@ var uiStrings = map[string]Strings{
 		"confirm_captures": "Values from earlier blocks", "capture_missing": "(not captured yet: run one of them first)",
 		"capture_secret": "(secret: masked here, the executor has it)",
 		"muted":          "known and harmless: ", "muted_note": "%d muted lines are known and harmless: ",
+		"term_open": "Terminal", "term_open_title": "Open a terminal here and do it by hand", "term_ask": "Open a terminal?", "term_where": "Where",
+		"term_local": "this machine", "term_yes": "Open", "term_note": "The session is recorded in the journal; secret values are masked in the record.",
+		"term_done": "I did this step", "term_close": "Close the terminal", "term_ended": "the shell ended", "term_elsewhere": "another tab opened this terminal",
+		"term_on": "Terminal: ", "term_failed": "Could not open a terminal: ", "term_by": "by ", "status_by-hand": "done by hand (terminal)", "status_terminal": "terminal session",
 	},
 }
 

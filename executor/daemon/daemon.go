@@ -256,7 +256,7 @@ func (s *Server) originAllowed(origin string) bool {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	out := map[string]any{"ok": true, "version": s.Version}
+	out := map[string]any{"ok": true, "version": s.Version, "terminals": s.Terminals != nil}
 	if s.Targets != nil {
 		out["targets"] = s.Targets()
 	}

@@ -86,6 +86,7 @@
     // A cancelled run has no exit status of its own (the process was killed).
     if (rec.hosts && rec.hosts.length === 1 && rec.status !== "cancelled") parts.push("exit " + rec.hosts[0].exit);
     if (rec.duration != null) parts.push(rec.duration.toFixed(1) + "s");
+    if (rec.by) parts.push(T("term_by", "by ") + rec.by);
     return parts;
   }
 
@@ -175,13 +176,22 @@
     }
     var pre = el("pre", "output");
     var code = el("code");
-    var muted = writeOutput(code, rec.output || "", block.getAttribute("data-block"));
+    // A terminal's transcript is what a terminal drew: its escape codes
+    // and carriage returns are left out here.
+    var out = rec.target === "terminal" ? plainTranscript(rec.output || "") : rec.output || "";
+    var muted = writeOutput(code, out, block.getAttribute("data-block"));
     pre.appendChild(code);
     box.appendChild(pre);
     if (muted) box.appendChild(el("p", "cb-muted-note", T("muted_note", "%d muted lines are known and harmless: ").replace("%d", muted) + muteOf(block.getAttribute("data-block")).why));
-    block.classList.toggle("cb-verified", rec.status === "verified");
-    block.classList.toggle("cb-failed", rec.status !== "verified");
+    var good = rec.status === "verified" || rec.status === "by-hand";
+    block.classList.toggle("cb-verified", good);
+    block.classList.toggle("cb-failed", !good && rec.status !== "terminal");
     if (window.Cairn && window.Cairn.scrollables) window.Cairn.scrollables();
+  }
+
+  function plainTranscript(s) {
+    return s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>]/g, "")
+      .replace(/\r+\n/g, "\n").replace(/[^\n]*\r(?!\n)/g, "");
   }
 
   // muteOf is a block's mute= patterns as RegExps (one line each) and
@@ -802,6 +812,57 @@
     health(true);
   }
 
+  // ---------- terminals ----------
+  // With cairn serve --terminal, each manual step gets a Terminal button.
+  // The terminal itself (terminal.js and xterm.js) loads on the first
+  // click, or at once when this tab had terminals open before a reload.
+  var termsOn = false, termLoad = null;
+  function termScript() {
+    if (!termLoad) {
+      termLoad = new Promise(function (done, fail) {
+        var s = doc.createElement("script");
+        s.src = assetsBase() + "terminal.js";
+        s.onload = done;
+        s.onerror = function () { fail(new Error("terminal.js did not load")); };
+        doc.head.appendChild(s);
+      });
+    }
+    return termLoad;
+  }
+  function assetsBase() {
+    var me = $('script[src$="executor.js"]');
+    return me ? me.src.replace(/executor\.js(\?.*)?$/, "") : "/assets/";
+  }
+  function terminals(on) {
+    if (on === termsOn || !slug) return;
+    termsOn = on;
+    $$('.cb-exec[data-target="manual"] .cb-actions').forEach(function (actions) {
+      var b = $(".cb-term", actions);
+      if (!on) { if (b) b.remove(); return; }
+      if (b) return;
+      b = el("button", "cb-term", T("term_open", "Terminal"));
+      b.type = "button";
+      b.title = T("term_open_title", "Open a terminal here and do it by hand");
+      b.addEventListener("click", function () {
+        var block = b.closest(".cb");
+        termScript().then(function () { window.CairnTerminal.open(block); }).catch(function (e) { alert(e.message); });
+      });
+      actions.insertBefore(b, $(".cb-run", actions));
+    });
+    if (on && window.CairnTerminal === undefined) {
+      try {
+        if (JSON.parse(sessionStorage.getItem("cairn:terms:" + slug) || "[]").length) termScript().then(function () { window.CairnTerminal.reattach(); });
+      } catch (e) {}
+    }
+  }
+  // What terminal.js uses of this file.
+  window.Cairn = window.Cairn || {};
+  window.Cairn.exec = {
+    api: function (p, o) { return api(p, o); }, json: json, slug: slug,
+    base: function () { return conf.url; },
+    reload: function () { return loadResults(true); }
+  };
+
   // health asks the executor how it is and what blocks would run against
   // (cluster, SSH hosts, the sandbox coming up or going away), and keeps
   // asking while the tab is open: the pill and the block headers follow.
@@ -813,6 +874,7 @@
       up = true;
       current = h.targets || null;
       showTargets(current);
+      terminals(!!h.terminals);
       if (slug && (!was || first)) {
         if (window.Cairn && window.Cairn.enableRun) window.Cairn.enableRun(run);
         initPlans();
