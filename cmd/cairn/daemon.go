@@ -74,7 +74,7 @@ func runDaemon(ctx context.Context, m *Main, args []string) error {
 	say := func(line string) { fmt.Fprintf(m.Stderr, "executor: %s\n", line) }
 	x.Wire(d, say)
 	if tf.on {
-		x.WireTerminals(d, tf.max, nil)
+		x.WireTerminals(d, tf.max, tf.grace, nil)
 	}
 	x.Follow(ctx, say)
 	x.SweepNodePods(ctx, say)

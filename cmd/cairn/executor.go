@@ -44,13 +44,15 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 
 // termFlags turn on the page's terminals (serve, daemon).
 type termFlags struct {
-	on  bool
-	max int
+	on    bool
+	max   int
+	grace time.Duration
 }
 
 func (f *termFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.on, "terminal", false, "let the page open terminals: a shell on this machine or on a host the runbook names, each asked for on the page, recorded in the journal with its transcript (off by default)")
 	fs.IntVar(&f.max, "max-terminals", 4, "with --terminal: terminals open at once")
+	fs.DurationVar(&f.grace, "terminal-grace", 30*time.Second, "with --terminal: how long a terminal whose page went away waits for it to come back (a reload) before its shell is ended")
 }
 
 // selfEnv is added to the environment of this binary run as a child

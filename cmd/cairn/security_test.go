@@ -42,7 +42,7 @@ type realDaemon struct {
 
 var (
 	listenRe = regexp.MustCompile(`executor listening on (http://127\.0\.0\.1:\d+)`)
-	tokenRe  = regexp.MustCompile(`token: ([0-9a-f]+)`)
+	tokenRe  = regexp.MustCompile(`(?:token: |cairn-token=)([0-9a-f]+)`)
 )
 
 // startDaemon runs `cairn daemon` in-process on a free loopback port with
@@ -657,10 +657,10 @@ func TestSecurityDaemonKill9LeavesNoProcesses(t *testing.T) {
 // startDaemonProcess runs `cairn daemon` as a process of its own (this
 // test binary standing in for cairn), for attacks that kill it or count
 // its file descriptors.
-func startDaemonProcess(t *testing.T, dir string) (*realDaemon, *exec.Cmd) {
+func startDaemonProcess(t *testing.T, dir string, extra ...string) (*realDaemon, *exec.Cmd) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "daemon", "--listen", "127.0.0.1:0", "--content", dir, "--sandbox", "no",
-		"--journal", filepath.Join(t.TempDir(), "j.db"), "--kubeconfig", filepath.Join(dir, "none"))
+	cmd := exec.Command(os.Args[0], append([]string{"daemon", "--listen", "127.0.0.1:0", "--content", dir, "--sandbox", "no",
+		"--journal", filepath.Join(t.TempDir(), "j.db"), "--kubeconfig", filepath.Join(dir, "none")}, extra...)...)
 	cmd.Env = append(os.Environ(), "CAIRN_TEST_MAIN=1")
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr

@@ -85,7 +85,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 			srv.Refresh(ctx, []string{rb.Path}) // bake the result into the page
 		}
 		if tf.on {
-			x.WireTerminals(d, tf.max, func(rec executor.Record) {
+			x.WireTerminals(d, tf.max, tf.grace, func(rec executor.Record) {
 				if rec.Block != "" && rec.Path != "" {
 					srv.Refresh(ctx, []string{rec.Path}) // bake "done by hand" into the page
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"time"
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/executor/daemon"
@@ -19,8 +20,8 @@ import (
 // journaled when it ends.
 // ended, if set, is called after each record is journaled (serve bakes
 // it into the page).
-func (x *Executor) WireTerminals(d *daemon.Server, max int, ended func(executor.Record)) {
-	d.Terminals = &term.Manager{Open: x.openTerminal, Max: max, OnEnd: func(rec executor.Record) {
+func (x *Executor) WireTerminals(d *daemon.Server, max int, grace time.Duration, ended func(executor.Record)) {
+	d.Terminals = &term.Manager{Open: x.openTerminal, Max: max, Grace: grace, OnEnd: func(rec executor.Record) {
 		if x.Engine.Journal != nil {
 			_ = x.Engine.Journal.Append(rec)
 		}
