@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,29 @@ type Prompt struct {
 	Message string // the block's confirm= text (or a default); "" for a manual step
 	Where   string // where it runs: the kube context, the hosts, this machine ("" for a manual step)
 	What    string // the command it runs, or the manual step's text
+	// For a manual step: the hosts the runbook's host parameters name
+	// (where a terminal may open), and the values of the run.
+	Hosts  []string
+	Values map[string]string
+}
+
+// HostsNamed are the hosts a runbook's host and hosts parameters name with
+// these values, each once in its one spelling, sorted: the hosts a
+// terminal may open on.
+func HostsNamed(rb *runbook.Runbook, values map[string]string) []string {
+	var out []string
+	for _, p := range rb.Params {
+		if p.Type != runbook.TypeHost && p.Type != runbook.TypeHosts {
+			continue
+		}
+		for _, h := range runbook.SplitHosts(values[p.Name]) {
+			if h = runbook.CanonicalHost(h); !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Prompter asks a person. The terminal (cairn run), the daemon (the
@@ -231,7 +255,7 @@ func (e *Engine) RunPlan(ctx context.Context, p *Plan, opt PlanOptions, sink Pla
 		}
 		if b.Target == runbook.TargetManual {
 			if !opt.Yes {
-				pr := &Prompt{Block: b, What: ManualShown(rb, b, values)}
+				pr := &Prompt{Block: b, What: ManualShown(rb, b, values), Hosts: HostsNamed(rb, values), Values: values}
 				if err := opt.Prompter.Manual(ctx, pr); err != nil {
 					return res, err
 				}

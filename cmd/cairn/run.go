@@ -124,6 +124,11 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		return nil
 	}
 	term := &terminal{m: m, in: bufio.NewReader(m.Stdin), rb: rb}
+	// At a terminal, a manual step can be done in a shell opened from the
+	// prompt, here or on a host the runbook names.
+	if f, ok := m.Stdin.(*os.File); ok && isTerminal(m.Stdin) && isTerminal(m.Stdout) && !*yes {
+		term.shells = newRunShells(x, rb, f, m.Stdout)
+	}
 	// At a terminal, the plan first, then one question: a person sees what
 	// runs where before anything does (scripts and --yes go straight on).
 	if !*yes && isTerminal(m.Stdin) && len(planned) > 1 {
@@ -167,12 +172,13 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 // terminal is cairn run's side of a plan: it asks on standard input and
 // prints each block's progress and output.
 type terminal struct {
-	m    *Main
-	in   *bufio.Reader
-	rb   *runbook.Runbook
-	step *runbook.Step
-	cur  *runbook.Block
-	out  *termSink
+	m      *Main
+	in     *bufio.Reader
+	shells *runShells // nil: not at a terminal
+	rb     *runbook.Runbook
+	step   *runbook.Step
+	cur    *runbook.Block
+	out    *termSink
 }
 
 func (t *terminal) Next(b *runbook.Block, n, total int) {
@@ -185,12 +191,42 @@ func (t *terminal) Next(b *runbook.Block, n, total int) {
 }
 
 func (t *terminal) Manual(ctx context.Context, p *executor.Prompt) error {
-	fmt.Fprintf(t.m.Stdout, "  manual step, do this by hand:\n%s", indent(p.What, "    "))
-	fmt.Fprint(t.m.Stdout, "  press Enter when done (Ctrl+C stops) ")
-	if _, err := t.in.ReadString('\n'); err != nil {
-		return fmt.Errorf("manual step %q: no answer on standard input; pass --yes to go on", p.Block.ID)
+	w := t.m.Stdout
+	fmt.Fprintf(w, "  manual step, do this by hand:\n%s", indent(p.What, "    "))
+	ask := func(q string) string {
+		fmt.Fprint(w, q)
+		line, _ := t.in.ReadString('\n')
+		return strings.TrimSpace(line)
 	}
-	return nil
+	for {
+		if t.shells == nil {
+			fmt.Fprint(w, "  press Enter when done (Ctrl+C stops) ")
+		} else {
+			where := "here"
+			if len(p.Hosts) > 0 {
+				where = "here, or t HOST on " + strings.Join(p.Hosts, ", ")
+			}
+			fmt.Fprintf(w, "  press Enter when done, t for a shell %s (Ctrl+C stops) ", where)
+		}
+		line, err := t.in.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("manual step %q: no answer on standard input; pass --yes to go on", p.Block.ID)
+		}
+		a := strings.TrimSpace(line)
+		if t.shells == nil || a != "t" && !strings.HasPrefix(a, "t ") {
+			return nil
+		}
+		done, err := t.shells.open(ctx, p, strings.TrimSpace(strings.TrimPrefix(a, "t")), ask)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			fmt.Fprintf(w, "  %v\n", err)
+		case done:
+			fmt.Fprintln(w, "  done by hand in the shell (recorded in the journal)")
+			return nil
+		}
+	}
 }
 
 func (t *terminal) Confirm(ctx context.Context, p *executor.Prompt) (bool, error) {

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/user"
 	"slices"
 	"strings"
 	"sync"
@@ -129,21 +127,6 @@ func decodeTerminalRequest(body io.Reader) (*TerminalRequest, error) {
 	return &req, nil
 }
 
-// runbookHosts are the hosts a runbook's host parameters name with these
-// values, in one spelling, and the parameters naming them.
-func runbookHosts(rb *runbook.Runbook, vals map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, p := range rb.Params {
-		if p.Type != runbook.TypeHost && p.Type != runbook.TypeHosts {
-			continue
-		}
-		for _, h := range runbook.SplitHosts(vals[p.Name]) {
-			out[runbook.CanonicalHost(h)] = p.Name
-		}
-	}
-	return out
-}
-
 func (s *Server) startTerminal(w http.ResponseWriter, r *http.Request) {
 	if !s.terminalsOn(w) || !jsonBody(w, r) {
 		return
@@ -157,7 +140,7 @@ func (s *Server) startTerminal(w http.ResponseWriter, r *http.Request) {
 	if rb == nil {
 		return
 	}
-	spec := term.Spec{Runbook: rb.Slug, Path: rb.Path, By: whoAmI()}
+	spec := term.Spec{Runbook: rb.Slug, Path: rb.Path, By: term.By()}
 	if req.Block != "" {
 		b := rb.BlockByID(req.Block)
 		if b == nil || !b.Executable() {
@@ -193,14 +176,9 @@ func (s *Server) startTerminal(w http.ResponseWriter, r *http.Request) {
 	spec.Where = "this machine"
 	if req.Host != "" {
 		host := runbook.CanonicalHost(req.Host)
-		named := runbookHosts(rb, vals)
-		if _, ok := named[host]; !ok {
-			var list []string
-			for h := range named {
-				list = append(list, h)
-			}
-			slices.Sort(list)
-			fail(w, http.StatusForbidden, "host_not_in_runbook", "host %q is none of the hosts runbook %q names (%s); a terminal opens on this machine or on one of those", req.Host, rb.Slug, strings.Join(list, ", "))
+		named := executor.HostsNamed(rb, vals)
+		if !slices.Contains(named, host) {
+			fail(w, http.StatusForbidden, "host_not_in_runbook", "host %q is none of the hosts runbook %q names (%s); a terminal opens on this machine or on one of those", req.Host, rb.Slug, strings.Join(named, ", "))
 			return
 		}
 		spec.Host, spec.Where = host, host+" (ssh)"
@@ -383,14 +361,4 @@ func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-}
-
-// whoAmI is user@machine, for a terminal's record.
-func whoAmI() string {
-	name := "unknown"
-	if u, err := user.Current(); err == nil {
-		name = u.Username
-	}
-	h, _ := os.Hostname()
-	return name + "@" + h
 }

@@ -21,7 +21,7 @@ import (
 // ended, if set, is called after each record is journaled (serve bakes
 // it into the page).
 func (x *Executor) WireTerminals(d *daemon.Server, max int, grace time.Duration, ended func(executor.Record)) {
-	d.Terminals = &term.Manager{Open: x.openTerminal, Max: max, Grace: grace, OnEnd: func(rec executor.Record) {
+	d.Terminals = &term.Manager{Open: x.OpenTerminal, Max: max, Grace: grace, OnEnd: func(rec executor.Record) {
 		if x.Engine.Journal != nil {
 			_ = x.Engine.Journal.Append(rec)
 		}
@@ -31,7 +31,9 @@ func (x *Executor) WireTerminals(d *daemon.Server, max int, grace time.Duration,
 	}}
 }
 
-func (x *Executor) openTerminal(ctx context.Context, host string, cols, rows uint16) (term.Shell, error) {
+// OpenTerminal starts a login shell on host ("" is this machine): what
+// the page's terminals and cairn run's [t]erminal open.
+func (x *Executor) OpenTerminal(ctx context.Context, host string, cols, rows uint16) (term.Shell, error) {
 	if host == "" {
 		shell := os.Getenv("SHELL")
 		if shell == "" {

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"sync"
 	"time"
 
@@ -254,6 +256,25 @@ func (t *Terminal) Record() executor.Record {
 		Start: t.Started, Duration: time.Since(t.Started).Seconds(),
 		Output: t.transcript.String(), Truncated: t.truncated,
 	}
+}
+
+// SetByHand marks the session as the one in which its manual step was
+// done, without ending it (cairn run asks once the shell has ended).
+func (t *Terminal) SetByHand() {
+	t.mu.Lock()
+	t.byHand = true
+	t.mu.Unlock()
+}
+
+// By is who this process works for, as user@machine: a terminal
+// session's record.
+func By() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	h, _ := os.Hostname()
+	return name + "@" + h
 }
 
 // MarkDone records that the reader did the terminal's manual step here,
