@@ -50,6 +50,9 @@ func TestPageTerminal(t *testing.T) {
 	if got := pg.Eval(`document.querySelector("#block-edit-file .cb-term").textContent`); got != "터미널" {
 		t.Errorf("the button says %q", got)
 	}
+	if got := pg.Eval(`(document.querySelector("#cairn-term-open")||{}).textContent`); got != "터미널" {
+		t.Errorf("no Terminal button beside the executor's status: %q", got)
+	}
 	pg.Eval(`(Cairn.setParam("TOKEN", "tok-5e6f7a8b9c0d"), "")`) // as the reader types it into the form
 	pg.Run("open a terminal", chromedp.Click(chromedp.CSS(`#block-edit-file .cb-term`)))
 	pg.Poll("where to open it", `document.querySelector("dialog.term-ask[open] select.term-host")`, 10*time.Second)

@@ -849,6 +849,20 @@
       });
       actions.insertBefore(b, $(".cb-run", actions));
     });
+    // One more beside the executor's status, for a shell that belongs to
+    // no step.
+    var pillBtn = $("#cairn-term-open");
+    if (!on) { if (pillBtn) pillBtn.remove(); }
+    else if (!pillBtn && $("#cairn-exec-status")) {
+      pillBtn = el("button", "cb-term exec-term", T("term_open", "Terminal"));
+      pillBtn.id = "cairn-term-open";
+      pillBtn.type = "button";
+      pillBtn.title = T("term_open_any", "Open a terminal here or on a host of this runbook");
+      pillBtn.addEventListener("click", function () {
+        termScript().then(function () { window.CairnTerminal.open(null); }).catch(function (e) { alert(e.message); });
+      });
+      $("#cairn-exec-status").after(pillBtn);
+    }
     if (on && window.CairnTerminal === undefined) {
       try {
         if (JSON.parse(sessionStorage.getItem("cairn:terms:" + slug) || "[]").length) termScript().then(function () { window.CairnTerminal.reattach(); });
