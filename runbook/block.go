@@ -487,6 +487,7 @@ func (p *parseState) checkTarget(b *Block, seen map[string]Attr, pos func(Attr) 
 			b.Parallel = 1
 		}
 	}
+	p.checkSession(b, seen, pos, isShell)
 	if b.Target == TargetManual && (len(b.Captures) > 0 || b.Retries > 0) {
 		p.errf(where, "%s: a manual block is done by a person; it cannot capture or retry", blk)
 	}
@@ -594,6 +595,28 @@ func WorkloadResource(w string) (resource, name string, ok bool) {
 	}
 	res, ok := workloadKinds[strings.ToLower(k)]
 	return res, n, ok
+}
+
+// sessionNameRe is what a session is called.
+var sessionNameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// checkSession checks session= and gives a shell block the front
+// matter's session when it names none (session=none: a fresh shell).
+func (p *parseState) checkSession(b *Block, seen map[string]Attr, pos func(Attr) Pos, isShell bool) {
+	a, named := seen["session"]
+	shellBlock := isShell && b.Action == "" && b.Target != TargetManual && b.Target != ""
+	switch {
+	case named && !shellBlock:
+		p.errf(pos(a), "block %q: session= is for blocks that run a shell script (not a kube action, a copy or a manual step)", b.ID)
+		b.Session = ""
+	case named && b.Session == "none":
+		b.Session = ""
+	case named && !sessionNameRe.MatchString(b.Session):
+		p.errf(pos(a), "block %q: session=%q: use lower-case letters, digits and dashes (up to 32), or none", b.ID, b.Session)
+		b.Session = ""
+	case !named && shellBlock:
+		b.Session = p.rb.Meta.Session
+	}
 }
 
 // copies reads an action=copy block's SOURCE [DEST] lines into b.Copies.

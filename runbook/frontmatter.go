@@ -48,7 +48,7 @@ var (
 )
 
 var frontMatterKeys = []string{"title", "slug", "summary", "lang", "tags", "duration", "weight",
-	"prerequisites", "params", "kube", "requires", "write_back", "default_target"}
+	"prerequisites", "params", "kube", "requires", "write_back", "default_target", "session"}
 
 var paramKeys = []string{"name", "title", "description", "type", "group", "default", "pattern",
 	"values", "secret", "required", "sandbox"}
@@ -124,6 +124,15 @@ func (p *parseState) parseFrontMatter(fm []byte, line0 int) {
 					p.errf(at(v), "front matter: default_target %q: use local or kube (ssh blocks need hosts=, so they say target=ssh themselves)", t)
 				} else {
 					m.DefaultTarget = Target(t)
+				}
+			}
+		case "session":
+			var name string
+			if decode(&name, "a session name") {
+				if !sessionNameRe.MatchString(name) {
+					p.errf(at(v), "front matter: session %q: use lower-case letters, digits and dashes (up to 32)", name)
+				} else {
+					m.Session = name
 				}
 			}
 		case "requires":

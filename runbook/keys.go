@@ -146,6 +146,8 @@ var blockKeyTable = []blockKey{
 	{name: "mute.why", set: func(c *attrCtx) { c.b.MuteWhy = c.a.Value },
 		docs: []keyDoc{{docCapture, "", "**required** with `mute`: why those lines are expected, for the reader (shown with them)."}}},
 
+	{name: "session", targets: []Target{TargetLocal, TargetSSH, TargetPod, TargetNode, TargetKube}, set: func(c *attrCtx) { c.b.Session = c.a.Value },
+		docs: []keyDoc{{docCommon, "", "A shell session (`session=build`; or the front matter's `session: NAME` for every shell block, `session=none` to leave one out): the blocks of one session on one host share the working directory and exported variables, as consecutive commands in one shell would: a `cd` or an `export` in one is there in the next. Each host has its own. The page shows the session's directory and variables after each block; `cairn run` and the exported script keep them the same way. Needs bash on the target."}}},
 	{name: "hosts", targets: sshOnly, set: func(c *attrCtx) { c.b.Hosts = c.a.Value },
 		docs: []keyDoc{{docSSH, "", "**required** for `target=ssh`: a parameter of type `host` or `hosts`. The block runs on each host."}}},
 	{name: "parallel", targets: fanTargets, set: func(c *attrCtx) { c.b.Parallel = c.integer(1) },

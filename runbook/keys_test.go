@@ -89,6 +89,8 @@ func TestKeyTableDiagnostics(t *testing.T) {
 		{"bash {target=node nodes=$CP from=$CP}", `from is only for action=copy`},
 		{"text {target=node nodes=$CP action=copy from=CP}", `from=CP is the literal text "CP"; write from=$CP to use the parameter`},
 		{"text {target=pod workload=ds/x action=copy}", `attribute "action" applies only to target=ssh or target=kube or target=node, not target=pod`},
+		{"text {target=kube action=get kind=Pod name=x session=s}", `session= is for blocks that run a shell script`},
+		{"bash {target=local session=Build_1}", `session="Build_1": use lower-case letters, digits and dashes`},
 		{"bash {target=local interval=0s}", `block "intro-1": interval "0s": use a Go duration`},
 		{"bash {target=local always=yes}", `block "intro-1": always must be true or false, not "yes"`},
 		{"bash {target=local mute=WARN}", `block "intro-1": mute needs mute.why: say why those lines are expected`},
@@ -149,5 +151,28 @@ func TestNodeCopy(t *testing.T) {
 	// On SSH hosts both may name the host.
 	if _, err := Parse("t.md", []byte(head+"```text {#c target=ssh action=copy hosts=CP}\n/tmp/$CAIRN_HOST.conf /etc/$CAIRN_HOST.conf\n```\n")); err != nil {
 		t.Errorf("an ssh copy with $CAIRN_HOST: %v", err)
+	}
+}
+
+// TestSession: session= puts a shell block in a named session; the front
+// matter's session is every shell block's that names none; session=none
+// leaves it.
+func TestSession(t *testing.T) {
+	src := "---\ntitle: t\nsession: build\nparams:\n  - name: H\n    type: hosts\n---\n## s {#s}\n\n" +
+		"```bash {#a target=local}\ncd /tmp\n```\n\n" +
+		"```bash {#b target=ssh hosts=H session=deploy}\nexport X=1\n```\n\n" +
+		"```bash {#c target=local session=none}\npwd\n```\n\n" +
+		"```text {#d target=manual}\nby hand\n```\n"
+	rb, err := Parse("t.md", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"a": "build", "b": "deploy", "c": "", "d": ""} {
+		if got := rb.BlockByID(id).Session; got != want {
+			t.Errorf("block %s: session %q, want %q", id, got, want)
+		}
+	}
+	if _, err := Parse("t.md", []byte("---\ntitle: t\nsession: Not OK\n---\n")); err == nil || !strings.Contains(err.Error(), `session "Not OK"`) {
+		t.Errorf("a bad front-matter session: %v", err)
 	}
 }

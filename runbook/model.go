@@ -49,6 +49,9 @@ type Meta struct {
 	// shell block without a target or output role run there: a Runme
 	// notebook's blocks become runnable without rewriting them.
 	DefaultTarget Target
+	// Session (front matter session) is the session of every shell block
+	// that names none (session=none opts one out).
+	Session string
 	// LangDefaulted: the front matter names no lang; Lang is "en" until a
 	// site sets its own default.
 	LangDefaulted bool
@@ -275,6 +278,11 @@ type Block struct {
 	// with MuteWhy. Expectations still read them.
 	Mute    []*regexp.Regexp
 	MuteWhy string
+	// Session: the shell session the block runs in (session=NAME, or the
+	// front matter's session): blocks of one session on one host share
+	// the working directory and exported variables, as consecutive
+	// commands in one shell would. "" is a fresh shell.
+	Session string
 
 	// ssh
 	Hosts    string // parameter name
