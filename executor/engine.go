@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -62,6 +63,8 @@ type session struct {
 	captures   map[string]string
 	secret     map[string]bool
 	redact     Redactor
+	// shells: each shell session's state, by session name and host.
+	shells map[string]map[string]ShellState
 }
 
 // Request asks to run one block. Runbook must come from content the caller
@@ -83,6 +86,9 @@ type Run struct {
 	sess  *session
 	red   *Redactor
 	once  sync.Once
+	// shellStates: what a session block left on each host (its last
+	// attempt).
+	shellStates map[string]ShellState
 }
 
 func (e *Engine) sess(path string) *session {
@@ -285,6 +291,9 @@ func (e *Engine) newJob(rb *runbook.Runbook, b *runbook.Block, params map[string
 		return nil, fmt.Errorf("%w: block %q needs %s: run that block first", ErrBadParam, b.ID, strings.Join(missing, ", "))
 	}
 	job := &Job{Runbook: rb, Block: b, Env: env, RunID: NewID()}
+	if b.Session != "" {
+		job.Shell = &ShellJob{Name: b.Session, Nonce: NewID() + NewID(), States: maps.Clone(e.sess(rb.Path).shells[b.Session])}
+	}
 	if b.Target == runbook.TargetSSH {
 		for _, h := range runbook.SplitHosts(env[b.Hosts]) {
 			job.Hosts = append(job.Hosts, runbook.CanonicalHost(h)) // one spelling in runs and the journal
@@ -632,6 +641,16 @@ func (r *Run) Execute(ctx context.Context, out Sink) *Record {
 	for i, reason := range rec.Reasons {
 		rec.Reasons[i] = r.red.String(reason)
 	}
+	if sh := r.Job.Shell; sh != nil {
+		rec.Session = &SessionRecord{Name: sh.Name, Hosts: map[string]ShellState{}}
+		for host, st := range r.shellStates {
+			shown := ShellState{Dir: r.red.String(st.Dir), Vars: map[string]string{}}
+			for k, v := range st.Vars {
+				shown.Vars[k] = r.red.String(v)
+			}
+			rec.Session.Hosts[host] = shown
+		}
+	}
 	if e.Journal != nil {
 		if err := e.Journal.Append(*rec); err != nil {
 			rec.Reasons = append(rec.Reasons, "not journaled: "+err.Error())
@@ -649,9 +668,26 @@ func (r *Run) attempt(ctx context.Context, out Sink) ([]HostResult, map[string]*
 	}
 	tctx, cancel := context.WithTimeout(ctx, b.Timeout)
 	defer cancel()
-	sink := &runSink{out: out, red: r.red, max: max, block: b, bufs: map[string]*tailBuffer{}, lines: map[string]*lineRedactor{}, hold: holdsOutput(b)}
+	sink := &runSink{out: out, red: r.red, max: max, block: b, bufs: map[string]*tailBuffer{}, lines: map[string]*lineRedactor{}, hold: holdsOutput(b),
+		shell: r.Job.Shell, filters: map[string]*sessionFilter{}, states: map[string]ShellState{}}
 	hosts, err := r.e.Runners[runnerKey(b)].Run(tctx, r.Job, sink)
 	sink.flush()
+	if sh := r.Job.Shell; sh != nil && len(sink.states) > 0 {
+		// What the session is in now, for its next block on each host:
+		// as after consecutive commands in one shell, also after a failure.
+		r.e.mu.Lock()
+		if r.sess.shells == nil {
+			r.sess.shells = map[string]map[string]ShellState{}
+		}
+		if r.sess.shells[sh.Name] == nil {
+			r.sess.shells[sh.Name] = map[string]ShellState{}
+		}
+		for host, st := range sink.states {
+			r.sess.shells[sh.Name][host] = st
+		}
+		r.e.mu.Unlock()
+		r.shellStates = sink.states
+	}
 	for i := range hosts {
 		if errors.Is(hosts[i].Err, context.DeadlineExceeded) || tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil && hosts[i].Exit == -1 {
 			hosts[i].Err = fmt.Errorf("%w after %s", ErrTimeout, b.Timeout)
@@ -682,6 +718,11 @@ type runSink struct {
 	bufs  map[string]*tailBuffer
 	lines map[string]*lineRedactor
 	hold  bool // output is shown only when the run ends (holdsOutput)
+	// A session block's output carries its state in a marked line, taken
+	// out here (before anything reads the output) into states.
+	shell   *ShellJob
+	filters map[string]*sessionFilter
+	states  map[string]ShellState
 }
 
 // holdsOutput: a secret captured with jsonpath= is only known once the
@@ -699,6 +740,20 @@ func holdsOutput(b *runbook.Block) bool {
 func (s *runSink) Output(host string, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.shell == nil {
+		s.output(host, p)
+		return
+	}
+	f := s.filters[host]
+	if f == nil {
+		f = &sessionFilter{nonce: s.shell.Nonce, keep: func(st ShellState) { s.states[host] = st }}
+		s.filters[host] = f
+	}
+	f.Write(p, func(b []byte) { s.output(host, b) })
+}
+
+// output is one host's output, the session's marker taken out.
+func (s *runSink) output(host string, p []byte) {
 	buf := s.bufs[host]
 	if buf == nil {
 		buf = &tailBuffer{max: s.max}
@@ -743,6 +798,9 @@ func (s *runSink) Event(ev Event) {
 func (s *runSink) flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for host, f := range s.filters {
+		f.Flush(func(b []byte) { s.output(host, b) })
+	}
 	for _, lr := range s.lines {
 		lr.Flush()
 	}

@@ -43,6 +43,8 @@ type Job struct {
 	From string
 	// RunID identifies the run (journal, CAIRN_RUN_ID).
 	RunID string
+	// Shell is the block's shell session (session=), or nil.
+	Shell *ShellJob
 }
 
 // Sink receives a run's output and progress. Implementations must be safe

@@ -66,6 +66,16 @@ type Record struct {
 	Site *SiteRun `json:"site,omitempty"`
 	// By is who worked in a terminal session (user@machine).
 	By string `json:"by,omitempty"`
+	// Session is where a session block (session=) left its shell on each
+	// host: the directory and the exported variables (secret values
+	// masked), what the session's next block starts from.
+	Session *SessionRecord `json:"session,omitempty"`
+}
+
+// SessionRecord is a session block's shell state after it ran.
+type SessionRecord struct {
+	Name  string                `json:"name"`
+	Hosts map[string]ShellState `json:"hosts"` // "" is this machine
 }
 
 // SiteRun is where a record made by an exported script came from. The

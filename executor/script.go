@@ -2,7 +2,9 @@ package executor
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,13 +49,18 @@ func ScriptInput(job *Job, host, session string) string {
 	for _, k := range names {
 		export(k, job.Env[k])
 	}
+	senv := job.SessionEnv(host)
+	for _, k := range slices.Sorted(maps.Keys(senv)) {
+		export(k, senv[k])
+	}
 	export("CAIRN_RUN_ID", job.RunID)
 	export("CAIRN_BLOCK", job.Block.ID)
 	export("CAIRN_HOST", host)
 	export("CAIRN_SESSION", session) // what the reaper finds the run's processes by
 	b.WriteString("{\n")
-	b.WriteString(job.Block.Content)
-	if !strings.HasSuffix(job.Block.Content, "\n") {
+	script := job.Script()
+	b.WriteString(script)
+	if !strings.HasSuffix(script, "\n") {
 		b.WriteString("\n")
 	}
 	b.WriteString("}\n")

@@ -712,11 +712,25 @@ func (p *parseState) checkRefs(b *Block) {
 	}
 	if contains(shellLangs, b.Lang) && b.Action == "" {
 		refs, assigned := shellRefs(b.Content)
+		earlier := p.sessionVars[b.Session]
 		for _, r := range refs {
-			if assigned[r.Name] || isReservedEnv(r.Name) {
+			if assigned[r.Name] || isReservedEnv(r.Name) || b.Session != "" && earlier[r.Name] {
 				continue
 			}
 			report(r.Name, lineAt(r.Off))
+		}
+		if b.Session != "" {
+			// What this block sets, a later block of its session reads.
+			if p.sessionVars == nil {
+				p.sessionVars = map[string]map[string]bool{}
+			}
+			if earlier == nil {
+				earlier = map[string]bool{}
+				p.sessionVars[b.Session] = earlier
+			}
+			for n := range assigned {
+				earlier[n] = true
+			}
 		}
 	} else if b.Target == TargetKube || b.Action == "copy" {
 		for _, r := range bodyRefs(b.Content, b.Action != "copy") {

@@ -136,6 +136,9 @@ type parseState struct {
 	lastExec *Block
 	// titleFromHeading: no front matter; the first # heading is the title.
 	titleFromHeading bool
+	// sessionVars: the names each shell session's blocks so far assign
+	// (a later block of the session may read them).
+	sessionVars map[string]map[string]bool
 }
 
 func (p *parseState) errf(pos Pos, format string, args ...any) {

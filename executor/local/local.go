@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -40,7 +42,7 @@ var _ executor.Runner = (*Runner)(nil)
 // Run implements executor.Runner.
 func (r *Runner) Run(ctx context.Context, job *executor.Job, out executor.Sink) ([]executor.HostResult, error) {
 	res := executor.HostResult{Host: "", Exit: -1, Start: time.Now()}
-	exit, err := r.run(ctx, job.Block.Content, r.env(job), func(p []byte) { out.Output("", p) })
+	exit, err := r.run(ctx, job.Script(), r.env(job), func(p []byte) { out.Output("", p) })
 	res.Exit, res.Err, res.Duration = exit, err, time.Since(res.Start)
 	return []executor.HostResult{res}, nil
 }
@@ -55,6 +57,10 @@ func (r *Runner) env(job *executor.Job) []string {
 	sort.Strings(names)
 	for _, k := range names {
 		env = append(env, k+"="+job.Env[k])
+	}
+	senv := job.SessionEnv("")
+	for _, k := range slices.Sorted(maps.Keys(senv)) {
+		env = append(env, k+"="+senv[k])
 	}
 	return append(env, "CAIRN_RUN_ID="+job.RunID, "CAIRN_BLOCK="+job.Block.ID)
 }
