@@ -59,6 +59,13 @@ cairn_id=''
 cairn_target=''
 cairn_node_pod='' # a node block's pod, JSON (runbook/nodepod)
 cairn_npod='' # the node pod in use (cairn_node_up)
+cairn_session='' # the block's shell session (session=), or ''
+cairn_sh_nonce=$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n') # this run's marker of a session's state line
+cairn_run_body='' # the body a shell block runs: $cairn_body, after the session wrapper in a session
+declare -A cairn_sh_state=() # each session's state by "SESSION|HOST": base64, as CAIRN_SH_STATE carries it
+# The bash a session block's body runs after (executor.SessionWrapper).
+cairn_sh_wrapper='@SESSIONWRAP@'
+
 cairn_nfrom='' # a node copy's source node
 declare -a cairn_nsrc=() cairn_nmode=() cairn_nsize=() cairn_nwhere=() cairn_ndst=() cairn_nbase=()
 cairn_renv=()
@@ -127,6 +134,11 @@ cairn_awk_mask='
 BEGIN { n = split(ENVIRON["CAIRN_MASK_VALUES"], v, "\n"); m = ENVIRON["CAIRN_MASK_TEXT"]; p = ENVIRON["CAIRN_MASK_PREFIX"] }
 {
 	line = $0
+	if ((k = index(line, "\036cairn-session ")) > 0) {
+		# A session block'"'"'s state (cairn_session_take): never shown.
+		line = substr(line, 1, k - 1)
+		if (line == "") next
+	}
 	for (i = 1; i <= n; i++) {
 		if (v[i] == "") continue
 		out = ""
@@ -1187,7 +1199,8 @@ cairn_ssh_script() {
 	cairn_ssh_argv "$host"
 	{
 		cairn_remote_preamble "$@"
-		printf 'export CAIRN_BLOCK=%q CAIRN_HOST=%q\n{\n%s\n}\n' "$cairn_id" "$host" "$cairn_body"
+		[[ -n $cairn_session ]] && printf 'export CAIRN_SH_NONCE=%q CAIRN_SH_STATE=%q\n' "$cairn_sh_nonce" "${cairn_sh_state[$cairn_session|$host]:-}"
+		printf 'export CAIRN_BLOCK=%q CAIRN_HOST=%q\n{\n%s\n}\n' "$cairn_id" "$host" "$cairn_run_body"
 	} | timeout -k 5 "$secs" "${cairn_argv[@]}" "exec $bash 2>&1"
 }
 
@@ -1278,6 +1291,8 @@ cairn_remote_env() {
 		[[ -v cairn_cap[$k] ]] && cairn_renv+=("$k" "${cairn_cap[$k]}")
 	done
 	cairn_renv+=(CAIRN_BLOCK "$cairn_id" CAIRN_HOST "$1")
+	[[ -n $cairn_session ]] && cairn_renv+=(CAIRN_SH_NONCE "$cairn_sh_nonce" CAIRN_SH_STATE "${cairn_sh_state[$cairn_session|$1]:-}")
+	return 0
 }
 
 # The shell a pod or node block's body runs under, the values its NAME
@@ -1294,7 +1309,7 @@ cairn_pod_script() {
 	cairn_kexec_argv "$ns"
 	cairn_argv+=(exec "$pod")
 	[[ -n $c ]] && cairn_argv+=(-c "$c")
-	timeout -k 5 "$secs" "${cairn_argv[@]}" -- /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_body" </dev/null
+	timeout -k 5 "$secs" "${cairn_argv[@]}" -- /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_run_body" </dev/null
 }
 
 # cairn_node_up NODE NAMESPACE IMAGE: the node pod of $cairn_node_pod (the
@@ -1345,7 +1360,7 @@ cairn_node_script() {
 	shift 4
 	if cairn_node_up "$node" "$ns" "$image"; then
 		cairn_remote_env "$node" "$@"
-		timeout -k 5 "$secs" "${cairn_argv[@]}" exec "$cairn_npod" -- @NSENTER@ /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_body" </dev/null
+		timeout -k 5 "$secs" "${cairn_argv[@]}" exec "$cairn_npod" -- @NSENTER@ /bin/sh -c "$cairn_pod_shell" cairn "${cairn_renv[@]}" "$cairn_run_body" </dev/null
 		rc=$?
 	else
 		rc=1
@@ -1567,6 +1582,22 @@ cairn_fan() {
 	return 0
 }
 
+# cairn_session_take: each host's session state, out of its output (the
+# line marked with this run's nonce, as the engine takes it out), kept for
+# the session's next block on that host.
+cairn_session_take() {
+	local i f line key
+	for i in "${!cairn_hosts[@]}"; do
+		f=$(cairn_out "$i")
+		[[ -f $f ]] || continue
+		line=$(LC_ALL=C grep -a -o $'\036'"cairn-session $cairn_sh_nonce [A-Za-z0-9+/=]*" "$f" | tail -n 1) || true
+		key="$cairn_session|${cairn_hosts[i]}"
+		[[ -n $line ]] && cairn_sh_state[$key]=${line##* }
+		LC_ALL=C awk '{ k = index($0, "\036cairn-session "); if (k == 0) { print; next } if (k > 1) printf "%s", substr($0, 1, k - 1) }' "$f" >"$f.s" && mv -f -- "$f.s" "$f"
+	done
+	return 0
+}
+
 cairn_host_failed() { # INDEX EXPECTED
 	[[ ${cairn_exit[$1]} == 124 ]] && return 0
 	[[ $2 == any ]] && return 1
@@ -1593,7 +1624,8 @@ cairn_local() { # SECS [KUBECONFIG]
 	for k in $cairn_refs; do
 		[[ -v cairn_cap[$k] ]] && env+=("$k=${cairn_cap[$k]}")
 	done
-	env "${env[@]}" timeout -k 5 "$1" bash --noprofile --norc -e -u -o pipefail -c "$cairn_body"
+	[[ -n $cairn_session ]] && env+=(CAIRN_SH_NONCE="$cairn_sh_nonce" CAIRN_SH_STATE="${cairn_sh_state[$cairn_session|${cairn_hosts[0]}]:-}")
+	env "${env[@]}" timeout -k 5 "$1" bash --noprofile --norc -e -u -o pipefail -c "$cairn_run_body"
 }
 
 cairn_show() {
@@ -1900,7 +1932,10 @@ cairn_exec() {
 		cairn_err=()
 		cairn_reasons=()
 		cairn_attempts=$attempt
+		cairn_run_body=$cairn_body
+		[[ -n $cairn_session ]] && cairn_run_body=$cairn_sh_wrapper$cairn_body
 		"$run"
+		[[ -n $cairn_session ]] && cairn_session_take
 		for i in "${!cairn_hosts[@]}"; do
 			if [[ -n ${cairn_err[i]:-} ]]; then
 				cairn_fail_check "$i" "${cairn_err[i]}"

@@ -25,6 +25,7 @@ import (
 
 	"github.com/cairn-dev/cairn/runbook"
 	"github.com/cairn-dev/cairn/runbook/nodepod"
+	"github.com/cairn-dev/cairn/runbook/shellsession"
 )
 
 // Options configure Script.
@@ -57,6 +58,7 @@ var runtime = strings.NewReplacer(
 	"@PUT@", singleQuoted(nodepod.Put),
 	"@STAT@", singleQuoted(nodepod.Stat),
 	"@CAT@", singleQuoted(nodepod.Cat),
+	"@SESSIONWRAP@", singleQuoted(shellsession.Wrapper),
 ).Replace(runtimeSrc)
 
 // ScriptName is the default file name of rb's exported script.
@@ -612,6 +614,7 @@ func (g *gen) block(b *runbook.Block) {
 		}
 	}
 	attempts := 1 + b.Retries
+	g.p("\tcairn_session=%s\n", q(b.Session))
 	g.p("\tcairn_exec %d %s %s %s %s\n}\n", attempts, seconds(b.Interval), fn("run", b), fn("verify", b), fn("capture", b))
 
 	// How one attempt runs.
