@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -274,6 +276,29 @@ func (t *terminal) Done(o executor.Outcome) {
 	if o.Record != nil && t.out.muted > 0 {
 		fmt.Fprintf(w, "  %s known and harmless (%s)\n", count(t.out.muted, "line"), o.Block.MuteWhy)
 	}
+	if o.Record != nil && o.Record.Session != nil {
+		// Where the shell session is now: what its next block starts from.
+		for _, h := range slices.Sorted(maps.Keys(o.Record.Session.Hosts)) {
+			st := o.Record.Session.Hosts[h]
+			at := ""
+			if h != "" {
+				at = " on " + h
+			}
+			vars := make([]string, 0, len(st.Vars))
+			for _, k := range slices.Sorted(maps.Keys(st.Vars)) {
+				vars = append(vars, k+"="+strconv.Quote(st.Vars[k]))
+			}
+			fmt.Fprintf(w, "  session %s%s: in %s%s\n", o.Record.Session.Name, at, st.Dir, prefixed(" with ", strings.Join(vars, " ")))
+		}
+	}
+}
+
+// prefixed is p+s, or "" when s is.
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
 }
 
 // loadRunbook reads a runbook by path or by slug in the content folder, and

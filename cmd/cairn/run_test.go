@@ -389,3 +389,24 @@ func TestRunMutesKnownLines(t *testing.T) {
 		t.Errorf("at a terminal:\n%q", got)
 	}
 }
+
+// TestRunSession: cairn run keeps a session's directory and exported
+// variables from block to block and says where the session is after each.
+func TestRunSession(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.md")
+	md := "---\ntitle: s\nsession: work\n---\n## one {#one}\n\n```bash {#there target=local}\ncd " + dir + "\nexport STAGE=built\n```\n\n" +
+		"```bash {#here target=local expect.contains=\"built in\"}\necho \"$STAGE in $PWD\"\n```\n"
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "run", path, "--yes", "--sandbox", "no", "--kubeconfig", filepath.Join(dir, "none"), "--journal", filepath.Join(dir, "j.db"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"session work: in " + dir + ` with STAGE="built"`, "built in " + dir} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the run lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -174,6 +174,16 @@
       // Verified, but the Markdown could not be updated: say so, never hide it.
       box.appendChild(el("p", "cb-writeback-failed", T("writeback_failed", "Not written back to the Markdown: ") + rec.write_back));
     }
+    if (rec.session && rec.session.hosts) {
+      // Where the shell session is now: what its next block starts from.
+      Object.keys(rec.session.hosts).sort().forEach(function (h) {
+        var st = rec.session.hosts[h], p = el("p", "cb-session");
+        p.appendChild(el("span", "cb-session-name", T("session", "session ") + rec.session.name + (h ? " @ " + h : "")));
+        p.appendChild(el("code", "cb-session-dir", st.dir));
+        Object.keys(st.vars || {}).sort().forEach(function (k) { p.appendChild(el("code", "cb-session-var", k + "=" + st.vars[k])); });
+        box.appendChild(p);
+      });
+    }
     var pre = el("pre", "output");
     var code = el("code");
     // A terminal's transcript is what a terminal drew: its escape codes
