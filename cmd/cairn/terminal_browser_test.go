@@ -122,3 +122,32 @@ func TestPageTerminal(t *testing.T) {
 		t.Errorf("the journal's record: %+v", rec)
 	}
 }
+
+// TestPageSession: in real Chromium against cairn serve, two blocks of one
+// session run from the page: the second starts where the first left the
+// shell (its cd and export), and each result says where the session is.
+func TestPageSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser")
+	}
+	work := t.TempDir()
+	page := "---\ntitle: 세션 시험\nslug: sesstest\nlang: ko\nsession: build\n---\n## 하나 {#one}\n\n" +
+		"```bash {#enter target=local}\ncd " + work + "\nexport STAGE=\"$((6*7))-built\"\n```\n\n" +
+		"```bash {#use target=local expect.contains=\"42-built in\"}\necho \"$STAGE in $PWD\"\n```\n"
+	content := contentDir(t, map[string]string{"sesstest.md": page})
+	base, token, serr := startServe(t, "--content", content, "--sandbox", "no", "--journal", filepath.Join(t.TempDir(), "journal.db"))
+	pg := testrig.NewPage(t, testrig.Browser(t), 60*time.Second, serr,
+		`Array.from(document.querySelectorAll(".cb-result")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 300)).join(" || ")`)
+	pg.Run("open the page", chromedp.Navigate(base+"sesstest/#cairn-token="+token))
+	for _, id := range []string{"enter", "use"} {
+		pg.Poll("Run on "+id, `document.querySelector("#block-`+id+` .cb-run:not(:disabled)")`, 20*time.Second)
+		pg.Run("run "+id, chromedp.Click(chromedp.CSS(`#block-`+id+` .cb-run`)))
+		pg.Poll(id+" verified", `document.querySelector("#block-`+id+`.cb-verified")`, 20*time.Second)
+	}
+	if got := pg.Eval(`document.querySelector("#block-use .cb-result pre").textContent`); !strings.Contains(got, "42-built in "+work) {
+		t.Errorf("the second block did not start where the first left the shell: %q", got)
+	}
+	if got := pg.Eval(`Array.from(document.querySelectorAll("#block-enter .cb-session code")).map(c => c.textContent).join(" ")`); got != work+" STAGE=42-built" {
+		t.Errorf("the session shown after the first block: %q", got)
+	}
+}
