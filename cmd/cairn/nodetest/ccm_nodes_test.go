@@ -454,18 +454,35 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string, site
 
 	var st ccmStages
 	var stMu sync.Mutex
+	// Through the API, the reader has the page open too: the manual
+	// manifest edit is done in the page's terminal on each node (below).
+	var hands *pageHands
 	do := func(block string) error {
 		switch block {
 		case "edit-kcm-manifests":
 			// One node at a time, each back and healthy before the next.
-			for _, h := range cps {
-				if err := editManifest(manifest(h, "kube-controller-manager"), func(pod *corev1.Pod) { withMigration(pod, true) }); err != nil {
+			for i, h := range cps {
+				if hands != nil {
+					if err := hands.try(func() {
+						hands.open("edit-kcm-manifests", h)
+						hands.typeLine("edit the manifest on "+h, kcmMigrationEdit)
+						hands.waitScreen("the edit on "+h, `\nedited-6`, 60*time.Second)
+					}); err != nil {
+						return err
+					}
+				} else if err := editManifest(manifest(h, "kube-controller-manager"), func(pod *corev1.Pod) { withMigration(pod, true) }); err != nil {
 					return err
 				}
 				if err := waitNode(inv.SSHConfig, h, "running KCM with Leader Migration", func(out string) bool {
 					return strings.Contains(probeLine(out, "kube-controller-manager:"), "--enable-leader-migration") && strings.Contains(out, "kcm healthz: ok")
 				}); err != nil {
 					return err
+				}
+				if hands != nil {
+					// The step is done once the last node is.
+					if err := hands.try(func() { hands.finish(i == len(cps)-1) }); err != nil {
+						return err
+					}
 				}
 			}
 		case "create-first-n1-node", "replace-remaining-nodes":
@@ -525,6 +542,9 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string, site
 	params := map[string]string{"CONTROL_PLANE_HOSTS": "cp0 cp1 cp2", "NEW_CONTROL_PLANE_HOSTS": "cp0 cp1 cp2",
 		"LEADER_MIGRATION_FILE": migrationFile, "LEADER_MIGRATION_CONFIG": "wildcard", "CONTROLLER_NAMES": "current", "DISABLE_LEADER_MIGRATION": "true",
 		"NODE_ACCESS": access, "NODE_IMAGE": sandbox.ImageNodeShell, "CCM_USER": bundledtest.CCMUser}
+	if access == "api" {
+		hands = newPageHands(t, dir, "ccm-leader-migration.md", kubeconfig, inv, params)
+	}
 	// Interactive, as a reader runs it: cairn run waits at each manual
 	// step until the terminal has done it (with --yes it would go on).
 	args := []string{"run", bundledtest.Path("ccm-leader-migration.md"), "--sandbox", "no",
@@ -561,7 +581,7 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string, site
 		stopFollow()
 		waitFollow()
 		out, _ := onNode(inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 10s get leases,pods -n kube-system -o wide", 20*time.Second)
-		t.Fatalf("cairn run: %v\n%s\n%s\n%s", err, stdout, stderr.String(), out)
+		t.Fatalf("cairn run: %v\n%s\n%s\n%s\nmanual steps: %v", err, stdout, stderr.String(), out, stdout.errs)
 	}
 	ran := checkRun(t, stdout)
 	for _, id := range []string{"check-kcm-lease", "check-no-ccm-lease", "check-kcm-flags", "backup-kcm-manifest",
@@ -577,6 +597,17 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string, site
 		}
 		if !ran[id] {
 			t.Errorf("block %s did not run", id)
+		}
+	}
+	if hands != nil {
+		// The page's terminal session of the manual step, in the journal:
+		// done by hand on the last node, with what was typed and printed.
+		rec := hands.record("edit-kcm-manifests")
+		if rec["status"] != "by-hand" || rec["target"] != "terminal" || rec["where"] != "cp2 (ssh)" || !strings.Contains(fmt.Sprint(rec["output"]), "edited-") {
+			t.Errorf("the manual step's terminal session in the journal: %v", rec)
+		}
+		if got := hands.pg.Eval(`(document.querySelector("#block-edit-kcm-manifests .cb-result .status-by-hand")||{}).textContent || ""`); got == "" {
+			t.Error("the page does not show the manual step as done by hand")
 		}
 	}
 	rb := bundledtest.Parse(t, "ccm-leader-migration.md")
