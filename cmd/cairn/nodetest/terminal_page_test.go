@@ -137,7 +137,9 @@ func (h *pageHands) open(block, host string) {
 	}
 	h.pg.Run("open it on "+host, chromedp.Click(chromedp.CSS(`dialog.term-ask .confirm-yes`)))
 	h.pg.Poll("the terminal on "+host, `window.Cairn.terminal && document.querySelector(".term-panel:not(.term-ended) .xterm-helper-textarea")`, 60*time.Second)
-	h.pg.Poll("a prompt", `screenText().trim().length > 0`, 60*time.Second)
+	// The login shell's prompt (root's ends in #), so that what is typed
+	// next goes to it.
+	h.pg.Poll("a prompt", `/[#$] *$/m.test(screenText())`, 60*time.Second)
 }
 
 // typeLine types line into the open terminal, as an input method commits
