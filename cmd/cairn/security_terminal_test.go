@@ -205,20 +205,5 @@ func TestSecurityDaemonKill9EndsTerminals(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}()
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var living []string
-		for n, pid := range procs {
-			if testrig.ProcessAlive(pid) {
-				living = append(living, n)
-			}
-		}
-		if len(living) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still running after the daemon's kill -9: %v", living)
-		}
-	}
+	kill9Leaves(t, cmd, procs)
 }

@@ -634,10 +634,16 @@ func TestSecurityDaemonKill9LeavesNoProcesses(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}()
+	kill9Leaves(t, cmd, procs)
+}
+
+// kill9Leaves kills the daemon process with SIGKILL and fails t unless the
+// processes procs (by name) all end within 10 seconds.
+func kill9Leaves(t *testing.T, cmd *exec.Cmd, procs map[string]int) {
+	t.Helper()
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var living []string
 		for n, pid := range procs {
 			if testrig.ProcessAlive(pid) {
@@ -650,7 +656,6 @@ func TestSecurityDaemonKill9LeavesNoProcesses(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("still running after the daemon's kill -9: %v", living)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
