@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -125,16 +124,19 @@ func (nc *nodeCopy) stage(ctx context.Context, ns, pod string, i int) error {
 		return err
 	}
 	stderr.Reset()
-	cw := &countWriter{w: w}
-	err = nc.r.stream2(ctx, ns, pod, nodepod.Container, nodeShell(nodepod.Cat, f.src), nil, cw, &limited{&stderr, 4096})
+	err = nc.r.stream2(ctx, ns, pod, nodepod.Container, nodeShell(nodepod.Cat, f.src), nil, w, &limited{&stderr, 4096})
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return copyErr(ctx, "copy source "+f.where, err, stderr.String())
 	}
-	if cw.n != size {
-		return fmt.Errorf("copy source %s: read %d bytes of %d (the file changed, or the stream was cut short); run the block again", f.where, cw.n, size)
+	if fi, err := os.Stat(f.path); err != nil || fi.Size() != size {
+		got := int64(-1)
+		if fi != nil {
+			got = fi.Size()
+		}
+		return fmt.Errorf("copy source %s: read %d bytes of %d (the file changed, or the stream was cut short); run the block again", f.where, got, size)
 	}
 	f.mode, f.size = fs.FileMode(mode).Perm(), size
 	return nil
@@ -253,15 +255,4 @@ func (l *limited) Write(p []byte) (int, error) {
 		l.b.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
