@@ -283,45 +283,8 @@ var pairRe = regexp.MustCompile(`pair this browser by opening (http://127\.0\.0\
 // fanOutInBrowser serves testdata/fanout.md with the executor and runs its
 // pod and node blocks from the page in Chromium.
 func fanOutInBrowser(t *testing.T, kubeconfig, dir string, noCairnPods func(*testing.T, string)) {
-	content := filepath.Join(dir, "page-content")
-	if err := os.MkdirAll(content, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(filepath.Join("testdata", "fanout.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(content, "fanout.md"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	serveOut := &startedRun{started: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd, err := startCairn(ctx, nil, nil, serveOut, serveOut, "serve", "--port", "0", "--content", content, "--sandbox", "no",
+	serveOut, base, token := serveRunbook(t, dir, "page-content", filepath.Join("testdata", "fanout.md"), nil,
 		"--kubeconfig", kubeconfig, "--journal", filepath.Join(dir, "page-journal.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop on SIGTERM")
-		}
-		cancel()
-	})
-	var base, token string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if m := pairRe.FindStringSubmatch(serveOut.String()); m != nil {
-			base, token = m[1], m[2]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pairing URL; serve said:\n%s", serveOut)
-		}
-	}
 	pg := testrig.NewPage(t, testrig.Browser(t), 5*time.Minute, serveOut,
 		`(document.getElementById("cairn-exec-status")||{}).textContent + " | " + Array.from(document.querySelectorAll(".cb-result:not([hidden])")).map(e => e.closest(".cb").id + ": " + e.textContent.slice(0, 400)).join(" || ")`)
 	pg.Run("open the page", chromedp.Navigate(base+"fanout/#cairn-token="+token))
@@ -374,4 +337,48 @@ func fanOutInBrowser(t *testing.T, kubeconfig, dir string, noCairnPods func(*tes
 		}
 	}
 	noCairnPods(t, "runs and copies from the page")
+}
+
+// serveRunbook serves the runbook at src (alone, in dir/folder) with cairn
+// serve and ARGS until t ends, and returns what it prints, its address and
+// its pairing token.
+func serveRunbook(t *testing.T, dir, folder, src string, env []string, args ...string) (out *startedRun, base, token string) {
+	t.Helper()
+	content := filepath.Join(dir, folder)
+	if err := os.MkdirAll(content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(content, filepath.Base(src)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = &startedRun{started: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd, err := startCairn(ctx, env, nil, out, out, append([]string{"serve", "--port", "0", "--content", content, "--sandbox", "no"}, args...)...)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop on SIGTERM")
+		}
+		cancel()
+	})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if m := pairRe.FindStringSubmatch(out.String()); m != nil {
+			return out, m[1], m[2]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pairing URL; serve said:\n%s", out)
+		}
+	}
 }

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,50 +34,13 @@ type pageHands struct {
 // page and fills in params as the reader would.
 func newPageHands(t *testing.T, dir, runbook, kubeconfig string, inv *sandbox.Inventory, params map[string]string) *pageHands {
 	t.Helper()
-	content := filepath.Join(dir, "terminal-content")
-	if err := os.MkdirAll(content, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(bundledtest.Path(runbook))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(content, runbook), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := &startedRun{started: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd, err := startCairn(ctx, []string{"SHELL=/bin/bash"}, nil, out, out, "serve", "--port", "0", "--content", content, "--sandbox", "no", "--terminal",
+	out, base, token := serveRunbook(t, dir, "terminal-content", bundledtest.Path(runbook), []string{"SHELL=/bin/bash"}, "--terminal",
 		"--kubeconfig", kubeconfig, "--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts, "--identity", inv.IdentityFile,
 		"--journal", filepath.Join(dir, "terminal-journal.db"))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop on SIGTERM")
-		}
-		cancel()
-	})
 	// The reader's hands work while cairn run waits at a manual step, on
 	// the goroutine that answers it: a failure there must become that
 	// step's error, not end the goroutine (try).
-	h := &pageHands{t: panicky{t}, slug: strings.TrimSuffix(runbook, ".md")}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if m := pairRe.FindStringSubmatch(out.String()); m != nil {
-			h.base, h.token = m[1], m[2]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pairing URL; serve said:\n%s", out)
-		}
-	}
+	h := &pageHands{t: panicky{t}, slug: strings.TrimSuffix(runbook, ".md"), base: base, token: token}
 	h.pg = testrig.NewPage(h.t, testrig.Browser(t), 10*time.Minute, out,
 		`(window.Cairn && Cairn.terminal ? Cairn.terminal.box.textContent.slice(0, 300) + " | " + screenText().slice(-1500) : "no terminal")`)
 	h.pg.Run("open the page", chromedp.Navigate(h.base+h.slug+"/#cairn-token="+h.token))
