@@ -203,14 +203,16 @@ func (t *Terminal) pump() {
 	t.att = nil
 	t.idle.Stop()
 	t.mu.Unlock()
-	if att != nil {
-		att.exit(t.shell.ExitCode())
-	}
 	t.m.mu.Lock()
 	delete(t.m.terms, t.ID)
 	t.m.mu.Unlock()
+	// Journaled before the page hears that the shell ended: the page then
+	// reads the results, and they must have this session.
 	if t.m.OnEnd != nil {
 		t.m.OnEnd(t.Record())
+	}
+	if att != nil {
+		att.exit(t.shell.ExitCode())
 	}
 	t.endOnce.Do(func() { close(t.ended) })
 }
