@@ -606,8 +606,10 @@ func runCCM(t *testing.T, sb *sandbox.Sandbox, dir, podCIDR, access string, site
 		if rec["status"] != "by-hand" || rec["target"] != "terminal" || rec["where"] != "cp2 (ssh)" || !strings.Contains(fmt.Sprint(rec["output"]), "edited-") {
 			t.Errorf("the manual step's terminal session in the journal: %v", rec)
 		}
-		if got := hands.pg.Eval(`(document.querySelector("#block-edit-kcm-manifests .cb-result .status-by-hand")||{}).textContent || ""`); got == "" {
-			t.Error("the page does not show the manual step as done by hand")
+		if err := hands.try(func() {
+			hands.pg.Poll("the page showing the manual step as done by hand", `document.querySelector("#block-edit-kcm-manifests .cb-result .status-by-hand")`, 30*time.Second)
+		}); err != nil {
+			t.Error(err)
 		}
 	}
 	rb := bundledtest.Parse(t, "ccm-leader-migration.md")
