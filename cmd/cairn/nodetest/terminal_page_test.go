@@ -42,7 +42,7 @@ func newPageHands(t *testing.T, dir, runbook, kubeconfig string, inv *sandbox.In
 	// step's error, not end the goroutine (try).
 	h := &pageHands{t: panicky{t}, slug: strings.TrimSuffix(runbook, ".md"), base: base, token: token}
 	h.pg = testrig.NewPage(h.t, testrig.Browser(t), 10*time.Minute, out,
-		`(window.Cairn && Cairn.terminal ? Cairn.terminal.box.textContent.slice(0, 300) + " | " + screenText().slice(-1500) : "no terminal")`)
+		`"loaded " + Math.round(performance.now()) + "ms ago (" + ((performance.getEntriesByType("navigation")[0]||{}).type||"?") + "), dialogs " + document.querySelectorAll("dialog[open]").length + ", terminal.js " + (typeof CairnTerminal) + " | " + (window.Cairn && Cairn.terminal ? Cairn.terminal.box.textContent.slice(0, 300) + " | " + screenText().slice(-1500) : "no terminal")`)
 	h.pg.Run("open the page", chromedp.Navigate(h.base+h.slug+"/#cairn-token="+h.token))
 	h.defineScreen()
 	h.pg.Poll("the executor is on", `document.querySelector("#cairn-exec-status.exec-on")`, 30*time.Second)
@@ -88,15 +88,29 @@ func (h *pageHands) defineScreen() {
 func (h *pageHands) open(block, host string) {
 	h.t.Helper()
 	sel := `#block-` + block + ` .cb-term`
-	h.pg.Poll("the Terminal button of "+block, `document.querySelector("`+sel+`")`, 30*time.Second)
 	h.pg.Eval(`(window.Cairn.terminal = null, "")`)
-	h.pg.Run("open a terminal", chromedp.Click(chromedp.CSS(sel)))
+	// The button is pressed from the page's script: a mouse click on its
+	// place can land on what covers it (the sticky header of a page
+	// scrolled to it). A page that reloaded meanwhile gets it pressed
+	// again.
+	for try := 1; ; try++ {
+		h.pg.Poll("the Terminal button of "+block, `document.querySelector("`+sel+`")`, 30*time.Second)
+		h.pg.Eval(`(document.querySelector("` + sel + `").click(), "")`)
+		shown := false
+		for deadline := time.Now().Add(10 * time.Second); !shown && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			shown = h.pg.Eval(`document.querySelector("dialog.term-ask[open] select.term-host") ? "yes" : "no"`) == "yes"
+		}
+		if shown || try == 3 {
+			break
+		}
+	}
+	h.defineScreen() // again: a reloaded page has lost it
 	h.pg.Poll("where to open it", `document.querySelector("dialog.term-ask[open] select.term-host")`, 10*time.Second)
 	js, _ := json.Marshal(host)
 	if got := h.pg.Eval(`(function(h){ var s=document.querySelector("dialog.term-ask select.term-host"); s.value=h; return s.value })(` + string(js) + `)`); got != host {
 		h.t.Fatalf("the dialog does not offer %s", host)
 	}
-	h.pg.Run("open it on "+host, chromedp.Click(chromedp.CSS(`dialog.term-ask .confirm-yes`)))
+	h.pg.Eval(`(document.querySelector("dialog.term-ask .confirm-yes").click(), "")`)
 	h.pg.Poll("the terminal on "+host, `window.Cairn.terminal && document.querySelector(".term-panel:not(.term-ended) .xterm-helper-textarea")`, 60*time.Second)
 	// The login shell's prompt (root's ends in #), so that what is typed
 	// next goes to it.
@@ -128,7 +142,7 @@ func (h *pageHands) finish(done bool) {
 	if done {
 		btn = ".term-done"
 	}
-	h.pg.Run("finish the terminal", chromedp.Click(chromedp.CSS(`.term-panel:not(.term-ended) `+btn)))
+	h.pg.Eval(`(document.querySelector(".term-panel:not(.term-ended) ` + btn + `").click(), "")`)
 	h.pg.Poll("the terminal ended", `!document.querySelector(".term-panel:not(.term-ended)")`, 30*time.Second)
 }
 
