@@ -384,27 +384,44 @@ type RunRequest struct {
 // DecodeRunRequest reads and checks a run request strictly: unknown fields,
 // trailing data and oversized values are errors.
 func DecodeRunRequest(body io.Reader) (*RunRequest, error) {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
 	var req RunRequest
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("bad request body: %v", err)
-	}
-	if dec.More() {
-		return nil, errors.New("bad request body: data after the JSON object")
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, err
 	}
 	if req.Runbook == "" || req.Block == "" || req.Hash == "" {
 		return nil, errors.New("bad request body: runbook, block and hash are required")
 	}
-	if len(req.Params) > 256 {
-		return nil, errors.New("bad request body: too many params")
-	}
-	for k, v := range req.Params {
-		if len(k) > 128 || len(v) > 8<<10 {
-			return nil, fmt.Errorf("bad request body: param %.40q is too long", k)
-		}
+	if err := checkParams(req.Params); err != nil {
+		return nil, err
 	}
 	return &req, nil
+}
+
+// decodeStrict decodes one JSON object into v: an unknown field or data
+// after it is an error.
+func decodeStrict(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bad request body: %v", err)
+	}
+	if dec.More() {
+		return errors.New("bad request body: data after the JSON object")
+	}
+	return nil
+}
+
+// checkParams bounds a request's parameters: how many, and how long.
+func checkParams(params map[string]string) error {
+	if len(params) > 256 {
+		return errors.New("bad request body: too many params")
+	}
+	for k, v := range params {
+		if len(k) > 128 || len(v) > 8<<10 {
+			return fmt.Errorf("bad request body: param %.40q is too long", k)
+		}
+	}
+	return nil
 }
 
 // jsonBody refuses a request whose body is not declared JSON, answering

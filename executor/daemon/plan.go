@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,14 +37,9 @@ type PlanRequest struct {
 // DecodePlanRequest reads a plan request strictly, as DecodeRunRequest
 // does a run request.
 func DecodePlanRequest(body io.Reader) (*PlanRequest, error) {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
 	var req PlanRequest
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("bad request body: %v", err)
-	}
-	if dec.More() {
-		return nil, errors.New("bad request body: data after the JSON object")
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, err
 	}
 	if req.Runbook == "" || req.Step == "" && req.From == "" && req.Block == "" && req.FromBlock == "" {
 		return nil, errors.New("bad request body: runbook and one of step, from, block and from_block are required")
@@ -53,10 +47,8 @@ func DecodePlanRequest(body io.Reader) (*PlanRequest, error) {
 	if len(req.Params) > 256 || len(req.Hashes) > 1024 || len(req.Confirm) > 1024 || len(req.Done) > 1024 {
 		return nil, errors.New("bad request body: too many entries")
 	}
-	for k, v := range req.Params {
-		if len(k) > 128 || len(v) > 8<<10 {
-			return nil, fmt.Errorf("bad request body: param %.40q is too long", k)
-		}
+	if err := checkParams(req.Params); err != nil {
+		return nil, err
 	}
 	return &req, nil
 }

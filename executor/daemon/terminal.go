@@ -106,20 +106,15 @@ func (s *Server) terminalsOn(w http.ResponseWriter) bool {
 }
 
 func decodeTerminalRequest(body io.Reader) (*TerminalRequest, error) {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
 	var req TerminalRequest
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("bad request body: %v", err)
-	}
-	if dec.More() {
-		return nil, errors.New("bad request body: data after the JSON object")
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, err
 	}
 	if req.Runbook == "" {
 		return nil, errors.New("bad request body: runbook is required")
 	}
-	if len(req.Params) > 256 {
-		return nil, errors.New("bad request body: too many params")
+	if err := checkParams(req.Params); err != nil {
+		return nil, err
 	}
 	if req.Cols > 1000 || req.Rows > 1000 {
 		return nil, fmt.Errorf("bad request body: a %dx%d terminal", req.Cols, req.Rows)
