@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,22 +51,14 @@ func (c *stdoutConn) Close()                {}
 // reader leaves it, then asks whether the step is done; the session is
 // journaled, as done by hand when it is. It reports whether it is done.
 func (s *runShells) open(ctx context.Context, p *executor.Prompt, host string, ask func(string) string) (bool, error) {
-	if host != "" && !slices.Contains(p.Hosts, runbook.CanonicalHost(host)) {
-		return false, fmt.Errorf("%s is none of the hosts this runbook names (%s)", host, strings.Join(p.Hosts, ", "))
+	spec, err := term.NewSpec(s.rb, p.Block, host, p.Hosts, s.x.Engine.Redactor(s.rb, p.Values))
+	if err != nil {
+		return false, err
 	}
-	where := "this machine"
-	if host != "" {
-		host = runbook.CanonicalHost(host)
-		where = host + " (ssh)"
-	}
+	where := spec.Where
 	cols, rows, err := xterm.GetSize(int(s.in.Fd()))
 	if err != nil {
 		cols, rows = 80, 24
-	}
-	spec := term.Spec{Runbook: s.rb.Slug, Path: s.rb.Path, Block: p.Block.ID, Hash: p.Block.Hash, Host: host, Where: where,
-		By: term.By(), Redactor: s.x.Engine.Redactor(s.rb, p.Values)}
-	if p.Block.Step != nil {
-		spec.Step = p.Block.Step.ID
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	t, err := s.terms.Start(octx, spec, uint16(cols), uint16(rows))

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -135,9 +134,9 @@ func (s *Server) startTerminal(w http.ResponseWriter, r *http.Request) {
 	if rb == nil {
 		return
 	}
-	spec := term.Spec{Runbook: rb.Slug, Path: rb.Path, By: term.By()}
+	var b *runbook.Block
 	if req.Block != "" {
-		b := rb.BlockByID(req.Block)
+		b = rb.BlockByID(req.Block)
 		if b == nil || !b.Executable() {
 			fail(w, http.StatusNotFound, "unknown_block", "runbook %q has no block %q", rb.Slug, req.Block)
 			return
@@ -149,10 +148,6 @@ func (s *Server) startTerminal(w http.ResponseWriter, r *http.Request) {
 		if req.Hash != b.Hash {
 			fail(w, http.StatusConflict, "hash_mismatch", "block %q changed since the page was loaded; reload the page", b.ID)
 			return
-		}
-		spec.Block, spec.Hash = b.ID, b.Hash
-		if b.Step != nil {
-			spec.Step = b.Step.ID
 		}
 	}
 	// A terminal needs no parameter; the values given only say which hosts
@@ -168,17 +163,11 @@ func (s *Server) startTerminal(w http.ResponseWriter, r *http.Request) {
 		}
 		vals[k] = v
 	}
-	spec.Where = "this machine"
-	if req.Host != "" {
-		host := runbook.CanonicalHost(req.Host)
-		named := executor.HostsNamed(rb, vals)
-		if !slices.Contains(named, host) {
-			fail(w, http.StatusForbidden, "host_not_in_runbook", "host %q is none of the hosts runbook %q names (%s); a terminal opens on this machine or on one of those", req.Host, rb.Slug, strings.Join(named, ", "))
-			return
-		}
-		spec.Host, spec.Where = host, host+" (ssh)"
+	spec, err := term.NewSpec(rb, b, req.Host, executor.HostsNamed(rb, vals), s.Engine.Redactor(rb, vals))
+	if err != nil {
+		fail(w, http.StatusForbidden, "host_not_in_runbook", "%v", err)
+		return
 	}
-	spec.Redactor = s.Engine.Redactor(rb, vals)
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	t, err := s.Terminals.Start(ctx, spec, req.Cols, req.Rows)

@@ -14,10 +14,13 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cairn-dev/cairn/executor"
+	"github.com/cairn-dev/cairn/runbook"
 )
 
 // Shell is one running shell on a pseudo-terminal (local.Terminal,
@@ -59,6 +62,32 @@ type Spec struct {
 	// Redactor hides secret values in the transcript (the live terminal
 	// shows what the shell prints: it is the reader's own).
 	Redactor *executor.Redactor
+}
+
+// ErrHostNotNamed: a terminal was asked for on a host the runbook does
+// not name.
+var ErrHostNotNamed = errors.New("not a host the runbook names")
+
+// NewSpec is a terminal of rb for block b (a manual step; nil for none) on
+// host, "" for this machine, else one of named (the hosts the runbook's
+// host parameters name: executor.HostsNamed), by whoever runs this.
+func NewSpec(rb *runbook.Runbook, b *runbook.Block, host string, named []string, red *executor.Redactor) (Spec, error) {
+	spec := Spec{Runbook: rb.Slug, Path: rb.Path, Where: "this machine", By: By(), Redactor: red}
+	if b != nil {
+		spec.Block, spec.Hash = b.ID, b.Hash
+		if b.Step != nil {
+			spec.Step = b.Step.ID
+		}
+	}
+	if host != "" {
+		h := runbook.CanonicalHost(host)
+		if !slices.Contains(named, h) {
+			return Spec{}, fmt.Errorf("host %q: %w (runbook %q names %s); a terminal opens on this machine or on one of those",
+				host, ErrHostNotNamed, rb.Slug, strings.Join(named, ", "))
+		}
+		spec.Host, spec.Where = h, h+" (ssh)"
+	}
+	return spec, nil
 }
 
 // Manager keeps the open terminals.
