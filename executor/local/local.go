@@ -78,10 +78,7 @@ func (r *Runner) run(ctx context.Context, script string, env []string, output fu
 	}
 	argv := []string{bash, "--noprofile", "--norc", "-e", "-u", "-o", "pipefail", "-c", script}
 	supervised := len(r.Supervisor) > 0
-	if supervised {
-		argv = append(append([]string(nil), r.Supervisor...), argv...)
-		env = append(env[:len(env):len(env)], "CAIRN_SUPERVISE_PARENT="+strconv.Itoa(os.Getpid()), "CAIRN_SUPERVISE_GRACE="+grace.String())
-	}
+	argv, env = r.supervised(argv, env, grace)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = r.Dir
@@ -161,6 +158,18 @@ func (r *Runner) run(ctx context.Context, script string, env []string, output fu
 		return -1, werr
 	}
 	return 0, nil
+}
+
+// supervised is argv as the Supervisor runs it, with the environment the
+// supervisor reads (this process, the grace period, and extra settings),
+// or argv and env as they are without a Supervisor.
+func (r *Runner) supervised(argv, env []string, grace time.Duration, extra ...string) ([]string, []string) {
+	if len(r.Supervisor) == 0 {
+		return argv, env
+	}
+	argv = append(append([]string(nil), r.Supervisor...), argv...)
+	env = append(env[:len(env):len(env)], "CAIRN_SUPERVISE_PARENT="+strconv.Itoa(os.Getpid()), "CAIRN_SUPERVISE_GRACE="+grace.String())
+	return argv, append(env, extra...)
 }
 
 // Pdeathsig belongs to the thread that forked the child: the supervisor

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -41,10 +40,7 @@ func (r *Runner) Terminal(argv, env []string, cols, rows uint16) (*Terminal, err
 		return nil, fmt.Errorf("size the pseudo-terminal: %w", err)
 	}
 	env = append(env[:len(env):len(env)], "TERM=xterm-256color")
-	if len(r.Supervisor) > 0 {
-		argv = append(append([]string(nil), r.Supervisor...), argv...)
-		env = append(env, "CAIRN_SUPERVISE_PARENT="+strconv.Itoa(os.Getpid()), "CAIRN_SUPERVISE_TTY=1", "CAIRN_SUPERVISE_GRACE=2s")
-	}
+	argv, env = r.supervised(argv, env, 2*time.Second, "CAIRN_SUPERVISE_TTY=1")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir = env, r.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
