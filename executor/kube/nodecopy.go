@@ -61,12 +61,12 @@ func (r *Runner) newNodeCopy(ctx context.Context, job *executor.Job, out executo
 		home, _ := os.UserHomeDir()
 		for i := range nc.files {
 			f := &nc.files[i]
-			f.where, f.path = f.src, expandHome(f.src, home)
+			f.where, f.path = f.src, executor.ExpandHome(f.src, home)
 			fi, err := os.Stat(f.path)
 			if err != nil {
 				return nil, fmt.Errorf("%w: copy source %s: %v", executor.ErrPermanent, f.src, err)
 			}
-			if err := regular(fi); err != nil {
+			if err := executor.CopySource(fi); err != nil {
 				return nil, fmt.Errorf("%w: copy source %s: %v", executor.ErrPermanent, f.src, err)
 			}
 			f.mode, f.size = fi.Mode().Perm(), fi.Size()
@@ -225,23 +225,6 @@ func copyErr(ctx context.Context, what string, err error, stderr string) error {
 		return err
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-func regular(fi fs.FileInfo) error {
-	switch {
-	case fi.IsDir():
-		return errors.New("the source is a directory; list each file on its own line")
-	case !fi.Mode().IsRegular():
-		return fmt.Errorf("the source is not a regular file (%s)", fi.Mode().Type())
-	}
-	return nil
-}
-
-func expandHome(p, home string) string {
-	if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
-		return filepath.Join(home, p[1:])
-	}
-	return p
 }
 
 // limited keeps the first max bytes written to it and drops the rest.

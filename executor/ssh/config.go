@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cairn-dev/cairn/executor"
 )
 
 // clientConfig is the useful subset of an OpenSSH client configuration
@@ -141,7 +143,7 @@ func (cfg *clientConfig) read(r io.Reader, name, home string, cond *cfgCond, dep
 				return fmt.Errorf("%s:%d: Include nested more than %d deep", name, line, maxIncludeDepth)
 			}
 			for _, pat := range args {
-				pat = expandTilde(pat, home)
+				pat = executor.ExpandHome(pat, home)
 				if !filepath.IsAbs(pat) {
 					pat = filepath.Join(home, ".ssh", pat)
 				}
@@ -256,21 +258,11 @@ func (cfg *clientConfig) lookup(alias string) hostOptions {
 	return o
 }
 
-func expandTilde(p, home string) string {
-	if p == "~" {
-		return home
-	}
-	if strings.HasPrefix(p, "~/") {
-		return filepath.Join(home, p[2:])
-	}
-	return p
-}
-
 // expandTokens expands ~ and the % tokens ssh_config allows in file names:
 // %d home, %h remote host name, %p port, %r remote user, %u local user,
 // %% a percent sign. Unknown tokens are an error.
 func expandTokens(s string, t tokens) (string, error) {
-	s = expandTilde(s, t.home)
+	s = executor.ExpandHome(s, t.home)
 	if !strings.Contains(s, "%") {
 		return s, nil
 	}

@@ -77,7 +77,7 @@ type source interface {
 type localSource struct{ home string }
 
 func (s localSource) open(p string) (io.ReadCloser, fs.FileInfo, error) {
-	f, err := os.Open(expandTilde(p, s.home))
+	f, err := os.Open(executor.ExpandHome(p, s.home))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -243,11 +243,8 @@ func (cp *copier) copyFile(dst *sftp.Client, src, to string) (string, int64, fs.
 		return "", 0, 0, fmt.Errorf("open source: %w", err)
 	}
 	defer rf.Close()
-	if fi.IsDir() {
-		return "", 0, 0, errors.New("the source is a directory; list each file on its own line")
-	}
-	if !fi.Mode().IsRegular() {
-		return "", 0, 0, fmt.Errorf("the source is not a regular file (%s)", fi.Mode().Type())
+	if err := executor.CopySource(fi); err != nil {
+		return "", 0, 0, err
 	}
 	if to, err = remotePath(dst, to); err != nil {
 		return "", 0, 0, err

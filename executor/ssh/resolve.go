@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
 )
 
@@ -175,7 +176,7 @@ func (res *resolver) resolve(v string) (*Host, error) {
 	tok := tokens{home: res.env.home, host: hostname, port: port, user: user, localUser: res.env.user}
 
 	for _, f := range r.IdentityFiles {
-		h.IdentityFiles = append(h.IdentityFiles, expandTilde(f, res.env.home))
+		h.IdentityFiles = append(h.IdentityFiles, executor.ExpandHome(f, res.env.home))
 	}
 	for _, op := range o.ids {
 		for _, a := range op.args {
@@ -193,7 +194,7 @@ func (res *resolver) resolve(v string) (*Host, error) {
 	switch {
 	case len(r.KnownHosts) > 0:
 		for _, f := range r.KnownHosts {
-			h.KnownHosts = append(h.KnownHosts, expandTilde(f, res.env.home))
+			h.KnownHosts = append(h.KnownHosts, executor.ExpandHome(f, res.env.home))
 		}
 	case len(o.first["userknownhostsfile"].args) > 0:
 		for _, a := range o.first["userknownhostsfile"].args {
