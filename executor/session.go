@@ -12,19 +12,12 @@ import (
 
 // Shell sessions (session=NAME): the blocks of one session on one host
 // share the working directory and exported variables. A block of a session
-// runs inside SessionWrapper, which restores the state the session's last
+// runs inside shellsession.Wrapper, which restores the state the session's last
 // block on that host left (CAIRN_SH_STATE) and, however the block ends,
-// prints the new state as one marked line (SessionMark, the run's
+// prints the new state as one marked line (shellsession.Mark, the run's
 // CAIRN_SH_NONCE, base64). The engine takes that line out of the output
 // and keeps the state for the next block; exported scripts do the same
 // with the same wrapper.
-
-// SessionMark and SessionWrapper are runbook/shellsession's: the
-// exported scripts use the same.
-const (
-	SessionMark    = shellsession.Mark
-	SessionWrapper = shellsession.Wrapper
-)
 
 // ShellState is what a session left on one host.
 type ShellState struct {
@@ -74,7 +67,7 @@ func (j *Job) Script() string {
 	if j.Shell == nil {
 		return j.Block.Content
 	}
-	return SessionWrapper + j.Block.Content
+	return shellsession.Wrapper + j.Block.Content
 }
 
 // SessionEnv is what a runner adds to the environment of the job's script
@@ -125,7 +118,7 @@ func (f *sessionFilter) Write(p []byte, emit func([]byte)) {
 			return
 		}
 		line := string(f.held[:nl])
-		want := SessionMark + f.nonce + " "
+		want := shellsession.Mark + f.nonce + " "
 		if f.nonce != "" && strings.HasPrefix(line, want) {
 			if st, ok := decodeShellState(line[len(want):]); ok && f.keep != nil {
 				f.keep(st)
