@@ -884,6 +884,7 @@
   window.Cairn.exec = {
     api: function (p, o) { return api(p, o); }, json: json, slug: slug,
     base: function () { return conf.url; },
+    assets: assetsBase,
     reload: function () { return loadResults(true); }
   };
 

@@ -21,10 +21,7 @@
     return e;
   }
 
-  var base = (function () {
-    var me = $('script[src$="terminal.js"]');
-    return me ? me.src.replace(/terminal\.js(\?.*)?$/, "") : "/assets/";
-  })();
+  var base = X.assets();
 
   // xterm.js and its fit add-on, once.
   var xtermLoad = null;
