@@ -51,8 +51,18 @@ func TestResolve(t *testing.T) {
 	if _, err := k.Client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The pods have a controller of their own, a ConfigMap: an orphan with
+	// the DaemonSet's labels is adopted by its controller, which then
+	// deletes it (its node is not one the DaemonSet runs on), racing the
+	// test. Cairn goes by the workload's selector, not by the owner.
+	owner, err := k.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	ownedBy := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: &yes}}
 	for name, labels := range map[string]map[string]string{"agent-1": {"k8s-app": "agent"}, "agent-2": {"k8s-app": "agent"}, "web-1": {"app": "web"}} {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: ownedBy},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}, NodeName: "cairn-test-nowhere"}}
 		if _, err := k.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
