@@ -39,7 +39,9 @@ func harness(t *testing.T, script []byte, out, cmd string, env ...string) (strin
 	if err := os.WriteFile(lib, []byte(s[:cut]+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A guard against a script that hangs, not a timing assertion: generous,
+	// because CI runs this beside the sandbox tests on two cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, "bash", "-c", `source "$1"; cairn_tmp=$2; cairn_hosts=(h); cairn_target=local; `+cmd, "_", lib, dir)
 	c.Env = append(os.Environ(), env...)
