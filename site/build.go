@@ -7,12 +7,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"io"
 	"io/fs"
+	"iter"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -21,8 +23,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
 
@@ -45,9 +50,6 @@ type Options struct {
 	RawHTML  string
 	Progress io.Writer
 	Dev      bool // pages load the live-reload script (cairn serve)
-	// Decorate lets the executor adjust the page data before templates
-	// run (the executor URL, say). May be nil.
-	Decorate func(rb *runbook.Runbook, page *Page)
 	// Results gives each block's last verified run, baked into the page.
 	// May be nil.
 	Results func(rb *runbook.Runbook) map[string]BlockResult
@@ -75,26 +77,43 @@ type Builder struct {
 	searchJSON, searchJS []byte
 }
 
-// entry is one runbook's latest good parse and render.
+// entry is one runbook's latest parse and, when it is good, what its page
+// is made from.
 type entry struct {
-	rb      *runbook.Runbook
-	content template.HTML
-	search  []SearchEntry
-	// searchJSON is search marshalled without the enclosing brackets, so
-	// that an update marshals only the runbooks that changed.
+	// rb is the parsed runbook; nil once a streaming build has let it go
+	// (it is several times the size of its page).
+	rb    *runbook.Runbook
+	diags runbook.Diagnostics
+	sum   [32]byte // of the source bytes
+	// good: the runbook parsed and gets a page (its content may be empty:
+	// a runbook with front matter and no body still gets one).
+	good bool
+
+	// What the site plan and the page need, kept without rb.
+	path     string
+	weight   int
+	summary  RunbookSummary
+	warnings runbook.Diagnostics
+	// data is the page's runbook part, its body rendered; json is what
+	// the page script reads. A streaming build packs both into packed (s2:
+	// a fifth of the size) and empties them, so that ten thousand pages
+	// wait in a few hundred megabytes for the site plan.
+	data   *RunbookData
+	json   template.JS
+	packed []byte
+	// searchJSON is the runbook's search entries marshalled without the
+	// enclosing brackets, so that an update marshals only the runbooks
+	// that changed.
 	searchJSON []byte
 	nav        string // navigation fingerprint: title, slug, weight, steps
-	diags      runbook.Diagnostics
-	sum        [32]byte // of the source bytes
-	// rendered: the page was made (its content may be empty: a runbook
-	// with front matter and no body still gets its page).
-	rendered bool
 }
 
 // Result is what a build produced.
 type Result struct {
-	Files       map[string][]byte // site-relative path -> content
-	Runbooks    []*runbook.Runbook
+	Files       map[string][]byte  // site-relative path -> content (nil from BuildTo)
+	Written     int                // files made
+	Runbooks    []*runbook.Runbook // the good runbooks, in navigation order (nil from BuildTo)
+	Pages       int                // runbook pages (the good runbooks)
 	Steps       int
 	Rendered    int // pages rendered in this build (all on a full build)
 	Diagnostics runbook.Diagnostics
@@ -146,27 +165,61 @@ func (b *Builder) ReloadTheme() error {
 	return nil
 }
 
-// Build parses and renders every runbook of the content folder.
+// Build parses and renders every runbook of the content folder into
+// memory (Result.Files), for the dev server and export.
 func (b *Builder) Build(ctx context.Context) (*Result, error) {
 	start := time.Now()
-	paths, err := runbook.ContentFiles(b.opts.Content)
+	if err := b.loadAll(ctx, false); err != nil {
+		return nil, err
+	}
+	mem := &memSink{files: map[string][]byte{}}
+	res, err := b.assemble(ctx, b.plan(nil), mem)
 	if err != nil {
 		return nil, err
+	}
+	res.Files = mem.files
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// BuildTo parses and renders every runbook and then, unless one has a
+// problem (or, with strict, a warning), puts the site into sink page by
+// page. Memory holds each page's packed body and the search index while
+// the site plan waits for the last runbook, not the parsed runbooks or the
+// site: Result.Runbooks is nil. A Result with Diagnostics (or strict
+// Warnings) and a nil error means nothing was put into sink.
+//
+// A Builder that has run BuildTo can Build again, not Update.
+func (b *Builder) BuildTo(ctx context.Context, sink Sink, strict bool) (*Result, error) {
+	start := time.Now()
+	if err := b.loadAll(ctx, true); err != nil {
+		return nil, err
+	}
+	p := b.plan(nil)
+	if len(p.res.Diagnostics) > 0 || (strict && len(p.res.Warnings) > 0) {
+		p.res.Duration = time.Since(start)
+		return p.res, nil
+	}
+	res, err := b.assemble(ctx, p, sink)
+	if err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// loadAll forgets everything and parses the whole content folder.
+func (b *Builder) loadAll(ctx context.Context, pack bool) error {
+	paths, err := runbook.ContentFiles(b.opts.Content)
+	if err != nil {
+		return err
 	}
 	b.mu.Lock()
 	b.runbooks = map[string]*entry{}
 	b.parsed = map[string][32]byte{}
 	b.shared = nil
 	b.mu.Unlock()
-	if err := b.parseAndRender(ctx, paths); err != nil {
-		return nil, err
-	}
-	res, err := b.assemble(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	res.Duration = time.Since(start)
-	return res, nil
+	return b.parseAll(ctx, paths, pack)
 }
 
 // current reports whether path holds exactly the bytes it was last parsed
@@ -201,7 +254,7 @@ func (b *Builder) Update(ctx context.Context, changed []string) (*Result, error)
 			b.mu.Unlock()
 		}
 	}
-	if err := b.parseAndRender(ctx, present); err != nil {
+	if err := b.parseAll(ctx, present, false); err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
@@ -213,10 +266,12 @@ func (b *Builder) Update(ctx context.Context, changed []string) (*Result, error)
 			only[p] = true
 		}
 	}
-	res, err := b.assemble(ctx, only)
+	mem := &memSink{files: map[string][]byte{}}
+	res, err := b.assemble(ctx, b.plan(only), mem)
 	if err != nil {
 		return nil, err
 	}
+	res.Files = mem.files
 	res.Duration = time.Since(start)
 	return res, nil
 }
@@ -230,9 +285,10 @@ func (b *Builder) navFingerprint() string {
 	return strings.Join(keys, "\x01")
 }
 
-// parseAndRender parses and renders the Markdown of the given files in
-// parallel. A file that fails to parse keeps its previous good entry.
-func (b *Builder) parseAndRender(ctx context.Context, paths []string) error {
+// parseAll parses and renders the given files in parallel. A file that
+// fails to parse keeps its previous good entry. pack lets each parsed
+// runbook go once its page data is packed (streaming builds).
+func (b *Builder) parseAll(ctx context.Context, paths []string, pack bool) error {
 	type job struct {
 		i    int
 		path string
@@ -249,11 +305,11 @@ func (b *Builder) parseAndRender(ctx context.Context, paths []string) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				results[j.i], errs[j.i] = b.renderOne(j.path)
+				results[j.i], errs[j.i] = b.parseOne(j.path, pack)
 				doneMu.Lock()
 				done++
 				if b.opts.Progress != nil && (done%50 == 0 || done == len(paths)) && len(paths) > 20 {
-					fmt.Fprintf(b.opts.Progress, "\rrendering %d/%d runbooks", done, len(paths))
+					fmt.Fprintf(b.opts.Progress, "\rparsing %d/%d runbooks", done, len(paths))
 					if done == len(paths) {
 						fmt.Fprintln(b.opts.Progress)
 					}
@@ -284,7 +340,7 @@ feed:
 		e := results[i]
 		b.parsed[p] = e.sum
 		if len(e.diags) > 0 {
-			if old, ok := b.runbooks[p]; ok && old.rb != nil && len(old.diags) == 0 {
+			if old, ok := b.runbooks[p]; ok && old.good && len(old.diags) == 0 {
 				old.diags = e.diags
 				continue
 			}
@@ -294,7 +350,7 @@ feed:
 	return nil
 }
 
-func (b *Builder) renderOne(path string) (*entry, error) {
+func (b *Builder) parseOne(path string, pack bool) (*entry, error) {
 	src, err := runbook.ReadContent(b.opts.Content, path)
 	var ds runbook.Diagnostics
 	if errors.As(err, &ds) {
@@ -306,14 +362,17 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 	if rb.Meta.LangDefaulted && b.opts.Lang != "" {
 		rb.Meta.Lang = b.opts.Lang
 	}
-	e := &entry{rb: rb, sum: sha256.Sum256(src)}
+	e := &entry{rb: rb, sum: sha256.Sum256(src), path: rb.Path, weight: rb.Meta.Weight}
+	e.warnings = Warnings(rb.Warnings, b.opts.RawHTML)
 	if errors.As(err, &ds) {
 		e.diags = ds
 		return e, nil
 	} else if err != nil {
 		return nil, err
 	}
+	e.good = true
 	t := stringsFor(rb.Meta.Lang)
+	e.summary = summaryOf(rb, t)
 	var results map[string]BlockResult
 	if b.opts.Results != nil {
 		results = b.opts.Results(rb)
@@ -322,10 +381,9 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.content = template.HTML(html)
-	e.rendered = true
-	e.search = searchEntries(rb)
-	js, err := json.Marshal(e.search)
+	e.data = b.runbookData(rb, t, template.HTML(html))
+	e.json = pageJSON(rb)
+	js, err := json.Marshal(searchEntries(rb))
 	if err != nil {
 		return nil, err
 	}
@@ -336,22 +394,58 @@ func (b *Builder) renderOne(path string) (*entry, error) {
 		fmt.Fprintf(&nav, "|%s=%s", s.ID, s.Title)
 	}
 	e.nav = nav.String()
+	if pack {
+		e.pack()
+	}
 	return e, nil
 }
 
-// assemble runs the templates. only, when not empty, limits runbook pages
-// to those files; the index, search index and sitemap are always redone.
-func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, error) {
+// pack compresses the page's body and script data and lets the parsed
+// runbook go.
+func (e *entry) pack() {
+	var buf []byte
+	buf = binary.AppendUvarint(buf, uint64(len(e.data.Content)))
+	buf = append(buf, e.data.Content...)
+	buf = append(buf, e.json...)
+	e.packed = s2.Encode(nil, buf)
+	e.data.Content, e.json, e.rb = "", "", nil
+}
+
+// unpack is the page data of a packed entry: its body and script data are
+// views of buf's bytes (valid while buf is).
+func (e *entry) unpack(buf []byte) (content template.HTML, js template.JS, _ []byte, err error) {
+	buf, err = s2.Decode(buf[:cap(buf)], e.packed)
+	if err != nil {
+		return "", "", buf, fmt.Errorf("%s: unpack page: %w", e.path, err)
+	}
+	n, k := binary.Uvarint(buf)
+	if k <= 0 || uint64(len(buf)-k) < n {
+		return "", "", buf, fmt.Errorf("%s: unpack page: bad length", e.path)
+	}
+	body := buf[k:]
+	// The page is executed before buf is reused: no copy.
+	return template.HTML(unsafe.String(unsafe.SliceData(body), int(n))), template.JS(unsafe.String(unsafe.SliceData(body[n:]), len(body)-int(n))), buf, nil
+}
+
+// sitePlan is what a build will make: the good runbooks in navigation
+// order, the site data their pages share, and the diagnostics so far.
+type sitePlan struct {
+	res  *Result
+	good []*entry
+	site *SiteData
+	only map[string]bool
+}
+
+// plan orders the good runbooks and gathers every diagnostic. only, when
+// not empty, limits runbook pages to those files.
+func (b *Builder) plan(only map[string]bool) *sitePlan {
 	b.mu.Lock()
-	th := b.theme
 	var good []*entry
-	res := &Result{Files: map[string][]byte{}}
+	res := &Result{}
 	for _, e := range b.runbooks {
 		res.Diagnostics = append(res.Diagnostics, e.diags...)
-		if e.rb != nil {
-			res.Warnings = append(res.Warnings, Warnings(e.rb.Warnings, b.opts.RawHTML)...)
-		}
-		if e.rendered {
+		res.Warnings = append(res.Warnings, e.warnings...)
+		if e.good {
 			good = append(good, e)
 		}
 	}
@@ -359,59 +453,78 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 	res.Diagnostics.Sort()
 	res.Warnings.Sort()
 	sort.Slice(good, func(i, j int) bool {
-		a, c := good[i].rb, good[j].rb
-		if a.Meta.Weight != c.Meta.Weight {
-			return a.Meta.Weight < c.Meta.Weight
+		a, c := good[i], good[j]
+		if a.weight != c.weight {
+			return a.weight < c.weight
 		}
-		if a.Meta.Title != c.Meta.Title {
-			return a.Meta.Title < c.Meta.Title
+		if a.summary.Title != c.summary.Title {
+			return a.summary.Title < c.summary.Title
 		}
-		return a.Path < c.Path
+		return a.path < c.path
 	})
 	// Two good runbooks may not share a slug.
 	seen := map[string]string{}
 	kept := good[:0]
 	for _, e := range good {
-		if prev, dup := seen[e.rb.Slug]; dup {
-			res.Diagnostics = append(res.Diagnostics, runbook.Diagnostic{File: e.rb.Path, Pos: runbook.Pos{Line: 1},
-				Msg: fmt.Sprintf("slug %q is already used by %s; set another slug in the front matter", e.rb.Slug, prev)})
+		if prev, dup := seen[e.summary.Slug]; dup {
+			res.Diagnostics = append(res.Diagnostics, runbook.Diagnostic{File: e.path, Pos: runbook.Pos{Line: 1},
+				Msg: fmt.Sprintf("slug %q is already used by %s; set another slug in the front matter", e.summary.Slug, prev)})
 			continue
 		}
-		seen[e.rb.Slug] = e.rb.Path
+		seen[e.summary.Slug] = e.path
 		kept = append(kept, e)
 	}
 	good = kept
 	site := &SiteData{Title: b.opts.Title, Lang: siteLang(good), NavCompact: len(good) > NavInlineMax}
+	site.Runbooks = make([]RunbookSummary, 0, len(good))
 	for _, e := range good {
-		site.Runbooks = append(site.Runbooks, summaryOf(e.rb, stringsFor(e.rb.Meta.Lang)))
-		res.Runbooks = append(res.Runbooks, e.rb)
-		res.Steps += len(e.rb.Steps)
-	}
-	if site.NavCompact {
-		res.Files["nav.js"] = navJS(site)
-	}
-	// Page data is made here, in order (Decorate need not be safe for
-	// concurrent use); the templates then run in parallel.
-	var jobs []pageJob
-	for _, e := range good {
-		if len(only) > 0 && !only[e.rb.Path] {
-			continue
+		site.Runbooks = append(site.Runbooks, e.summary)
+		if e.rb != nil {
+			res.Runbooks = append(res.Runbooks, e.rb)
 		}
-		page := b.runbookPage(site, e)
-		if b.opts.Decorate != nil {
-			b.opts.Decorate(e.rb, page)
-		}
-		jobs = append(jobs, pageJob{name: e.rb.Slug + "/index.html", kind: "runbook", page: page,
-			errPrefix: e.rb.Path + ": template runbook.html"})
-		res.Rendered++
+		res.Pages++
+		res.Steps += len(e.summary.Steps)
 	}
-	// The index and 404 pages depend only on the theme and the site data
-	// (Decorate is not applied to them).
+	return &sitePlan{res: res, good: good, site: site, only: only}
+}
+
+// assemble runs the templates of p's pages, putting each into sink as it
+// is done, then the files made from all of them (search index, sitemap)
+// and the assets. The index, search index and sitemap are always redone.
+func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result, error) {
+	res, good, site := p.res, p.good, p.site
 	b.mu.Lock()
+	th := b.theme
 	shared := b.shared
 	b.mu.Unlock()
+	var written atomic.Int64
+	put := func(name string, data []byte) error {
+		written.Add(1)
+		return sink.Put(name, data)
+	}
+	if site.NavCompact {
+		if err := put("nav.js", navJS(site)); err != nil {
+			return nil, err
+		}
+	}
 	reuse := shared != nil && shared.theme == th && reflect.DeepEqual(shared.site, site)
-	if !reuse {
+	// The workers run the templates, each page put into the sink and let
+	// go as soon as it is done.
+	pages := func(yield func(pageJob) bool) {
+		for i, e := range good {
+			if len(p.only) > 0 && !p.only[e.path] {
+				continue
+			}
+			if !yield(pageJob{name: e.summary.Slug + "/index.html", kind: "runbook", page: b.runbookPage(site, i, e), e: e,
+				errPrefix: e.path + ": template runbook.html"}) {
+				return
+			}
+		}
+		if reuse {
+			return
+		}
+		// The index and 404 pages depend only on the theme and the site
+		// data.
 		t := stringsFor(site.Lang)
 		for _, kind := range []string{"index", "404"} {
 			page := &Page{Site: site, Lang: site.Lang, T: t, Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
@@ -422,20 +535,36 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 				page.Title = t["page_not_found"]
 				name = "404.html"
 			}
-			jobs = append(jobs, pageJob{name: name, kind: kind, page: page, errPrefix: "template " + kind + ".html"})
+			if !yield(pageJob{name: name, kind: kind, page: page, errPrefix: "template " + kind + ".html"}) {
+				return
+			}
 		}
 	}
-	if err := th.executeAll(ctx, jobs); err != nil {
+	var index, notFound []byte // each set by the one job that makes it
+	var rendered atomic.Int64
+	err := renderPages(ctx, th, pages, func(j *pageJob, out []byte) error {
+		switch j.kind {
+		case "runbook":
+			rendered.Add(1)
+		case "index":
+			index = bytes.Clone(out)
+		case "404":
+			notFound = bytes.Clone(out)
+		}
+		return put(j.name, out)
+	})
+	if err != nil {
 		return nil, err
 	}
-	for _, j := range jobs {
-		res.Files[j.name] = j.out
-	}
+	res.Rendered = int(rendered.Load())
 	if reuse {
-		res.Files["index.html"], res.Files["404.html"] = shared.index, shared.notFound
+		index, notFound = shared.index, shared.notFound
+		if err := firstErr(put("index.html", index), put("404.html", notFound)); err != nil {
+			return nil, err
+		}
 	} else {
 		b.mu.Lock()
-		b.shared = &sharedPages{theme: th, site: site, index: res.Files["index.html"], notFound: res.Files["404.html"]}
+		b.shared = &sharedPages{theme: th, site: site, index: index, notFound: notFound}
 		b.mu.Unlock()
 	}
 	b.mu.Lock()
@@ -445,28 +574,46 @@ func (b *Builder) assemble(ctx context.Context, only map[string]bool) (*Result, 
 	}
 	b.searchJSON, b.searchJS = nil, nil
 	b.mu.Unlock()
-	if len(only) > 0 {
+	if len(p.only) > 0 {
 		// An edit under the dev server: the multi-megabyte index of a big
 		// site is assembled when a page asks for it (SearchFiles), not on
 		// every keystroke's rebuild.
 		res.SearchDeferred = true
 	} else {
-		res.Files["search.json"], res.Files["search.js"] = b.SearchFiles()
+		js, jsFile := b.SearchFiles()
+		if err := firstErr(put("search.json", js), put("search.js", jsFile)); err != nil {
+			return nil, err
+		}
 	}
-	res.Files["sitemap.xml"] = sitemap(b.opts.BaseURL, good)
+	if err := put("sitemap.xml", sitemap(b.opts.BaseURL, good)); err != nil {
+		return nil, err
+	}
 	for name, data := range th.assets {
-		res.Files[path.Join("assets", name)] = data
+		if err := put(path.Join("assets", name), data); err != nil {
+			return nil, err
+		}
 	}
-	res.Files["assets/chroma.css"] = th.chromaCSS
+	if err := put("assets/chroma.css", th.chromaCSS); err != nil {
+		return nil, err
+	}
+	res.Written = int(written.Load())
 	return res, nil
 }
 
-func (b *Builder) runbookPage(site *SiteData, e *entry) *Page {
-	rb := e.rb
-	t := stringsFor(rb.Meta.Lang)
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runbookData is the runbook part of its page, its body rendered.
+func (b *Builder) runbookData(rb *runbook.Runbook, t Strings, content template.HTML) *RunbookData {
 	rd := &RunbookData{
 		Slug: rb.Slug, Title: rb.Meta.Title, Summary: rb.Meta.Summary, Tags: rb.Meta.Tags,
-		Duration: durationText(rb.Meta.Duration, t), Hash: rb.Hash, Content: e.content, Requires: rb.Meta.Requires,
+		Duration: durationText(rb.Meta.Duration, t), Hash: rb.Hash, Content: content, Requires: rb.Meta.Requires,
 		Path: rb.Path, Extra: rb.Meta.Extra,
 	}
 	for _, p := range rb.Meta.Prerequisites {
@@ -481,20 +628,23 @@ func (b *Builder) runbookPage(site *SiteData, e *entry) *Page {
 		rd.Params = append(rd.Params, pd)
 	}
 	rd.Steps = stepsOf(rb)
-	page := &Page{Site: site, Lang: rb.Meta.Lang, T: t, Root: "../", Kind: "runbook", Runbook: rd, Dev: b.opts.Dev, Title: rb.Meta.Title}
-	for i := range site.Runbooks {
-		if site.Runbooks[i].Slug == rb.Slug {
-			page.Current = &site.Runbooks[i]
-			if i > 0 {
-				page.Prev = &site.Runbooks[i-1]
-			}
-			if i+1 < len(site.Runbooks) {
-				page.Next = &site.Runbooks[i+1]
-			}
-		}
+	return rd
+}
+
+// runbookPage is the page of good[i], e, of the site. A packed entry's
+// body and script data are filled in by the worker that runs its template.
+func (b *Builder) runbookPage(site *SiteData, i int, e *entry) *Page {
+	rd := *e.data
+	page := &Page{Site: site, Lang: e.summary.Lang, T: stringsFor(e.summary.Lang), Root: "../", Kind: "runbook", Runbook: &rd,
+		Dev: b.opts.Dev, Title: rd.Title, JSON: e.json, Current: &site.Runbooks[i]}
+	if i > 0 {
+		page.Prev = &site.Runbooks[i-1]
+	}
+	if i+1 < len(site.Runbooks) {
+		page.Next = &site.Runbooks[i+1]
 	}
 	if b.opts.EditURL != "" {
-		if rel, err := filepath.Rel(b.opts.Content, rb.Path); err == nil && !strings.HasPrefix(rel, "..") {
+		if rel, err := filepath.Rel(b.opts.Content, e.path); err == nil && !strings.HasPrefix(rel, "..") {
 			var segs []string
 			for _, s := range strings.Split(filepath.ToSlash(rel), "/") {
 				segs = append(segs, url.PathEscape(s))
@@ -502,7 +652,6 @@ func (b *Builder) runbookPage(site *SiteData, e *entry) *Page {
 			page.EditURL = strings.ReplaceAll(b.opts.EditURL, "{path}", strings.Join(segs, "/"))
 		}
 	}
-	page.JSON = pageJSON(rb)
 	return page
 }
 
@@ -511,11 +660,11 @@ func siteLang(good []*entry) string {
 		return "en"
 	}
 	for _, e := range good {
-		if e.rb.Meta.Lang != good[0].rb.Meta.Lang {
+		if e.summary.Lang != good[0].summary.Lang {
 			return "en"
 		}
 	}
-	return good[0].rb.Meta.Lang
+	return good[0].summary.Lang
 }
 
 func durationText(d time.Duration, t Strings) string {
@@ -604,7 +753,7 @@ func sitemap(base string, good []*entry) []byte {
 	buf.WriteString(`<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">` + "\n")
 	fmt.Fprintf(&buf, "  <url><loc>%s</loc></url>\n", template.HTMLEscapeString(base))
 	for _, e := range good {
-		fmt.Fprintf(&buf, "  <url><loc>%s%s/</loc></url>\n", template.HTMLEscapeString(base), template.HTMLEscapeString(e.rb.Slug))
+		fmt.Fprintf(&buf, "  <url><loc>%s%s/</loc></url>\n", template.HTMLEscapeString(base), template.HTMLEscapeString(e.summary.Slug))
 	}
 	buf.WriteString("</urlset>\n")
 	return buf.Bytes()
@@ -671,57 +820,94 @@ type sharedPages struct {
 	index, notFound []byte
 }
 
-// pageJob is one page for executeAll: its input and its output.
+// pageJob is one page to render.
 type pageJob struct {
 	name, kind string
 	page       *Page
+	e          *entry // a runbook page's entry; nil for the others
 	errPrefix  string
-	out        []byte
 }
 
-// executeAll runs the templates of jobs on GOMAXPROCS goroutines (the
-// templates and page data are only read) and returns the first error in job
-// order.
-func (th *theme) executeAll(ctx context.Context, jobs []pageJob) error {
-	errs := make([]error, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+// bufPool holds page buffers between pages: a page is tens to hundreds of
+// kilobytes, and a fresh buffer per page grew through every size on the
+// way and was garbage at once.
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// renderPages renders the pages jobs yields on GOMAXPROCS goroutines (the
+// templates and finished page data are only read) and hands each to done,
+// which may be called from several goroutines at once (so that files are
+// written in parallel too), with output valid only during the call. The first error in job order wins; it stops the feed.
+func renderPages(ctx context.Context, th *theme, jobs iter.Seq[pageJob], done func(*pageJob, []byte) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type numbered struct {
+		i int
+		pageJob
+	}
+	workers := runtime.GOMAXPROCS(0)
+	next := make(chan numbered, workers)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex // the errors
+		firstI = -1
+		first  error
+	)
+	fail := func(i int, err error) {
+		if firstI < 0 || i < firstI {
+			firstI, first = i, err
+		}
+		cancel()
+	}
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				jobs[i].out, errs[i] = th.execute(jobs[i].kind, jobs[i].page)
+			buf := bufPool.Get().(*bytes.Buffer)
+			defer bufPool.Put(buf)
+			var unpacked []byte
+			for j := range next {
+				if j.e != nil && j.e.packed != nil {
+					var err error
+					j.page.Runbook.Content, j.page.JSON, unpacked, err = j.e.unpack(unpacked)
+					if err != nil {
+						mu.Lock()
+						fail(j.i, err)
+						mu.Unlock()
+						continue
+					}
+				}
+				buf.Reset()
+				err := th.pages[j.kind].ExecuteTemplate(buf, "base.html", j.page)
+				if err != nil {
+					err = fmt.Errorf("%s: %w", j.errPrefix, err)
+				}
+				if err == nil && ctx.Err() == nil {
+					err = done(&j.pageJob, buf.Bytes())
+				}
+				if err != nil {
+					mu.Lock()
+					fail(j.i, err)
+					mu.Unlock()
+				}
 			}
 		}()
 	}
-feed:
-	for i := range jobs {
+	i := 0
+	for j := range jobs {
 		select {
-		case next <- i:
+		case next <- numbered{i, j}:
+			i++
+			continue
 		case <-ctx.Done():
-			break feed
 		}
+		break
 	}
 	close(next)
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
+	if first != nil {
+		return first
 	}
-	for i, err := range errs {
-		if err != nil {
-			return fmt.Errorf("%s: %w", jobs[i].errPrefix, err)
-		}
-	}
-	return nil
-}
-
-func (th *theme) execute(kind string, page *Page) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := th.pages[kind].ExecuteTemplate(&buf, "base.html", page); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return context.Cause(ctx)
 }
 
 var templateFuncs = template.FuncMap{

@@ -106,16 +106,30 @@ func runBuild(ctx context.Context, m *Main, args []string) error {
 		opts.Progress = m.Stderr
 		fmt.Fprintf(m.Stderr, "building %s → %s\n", sf.content, *out)
 	}
-	res, err := buildSite(ctx, m, opts, fmt.Sprintf("build failed: %%s; %s left as it was", *out), *strict)
+	b, err := site.New(opts)
 	if err != nil {
 		return err
 	}
-	if err := site.WriteDir(*out, res.Files); err != nil {
+	// Pages go to disk as they are rendered, into a sibling folder that
+	// replaces --out only when the whole site is there.
+	w, err := site.NewDirWriter(*out)
+	if err != nil {
+		return err
+	}
+	res, err := b.BuildTo(ctx, w, *strict)
+	if err == nil {
+		err = reportProblems(m, res, fmt.Sprintf("build failed: %%s; %s left as it was", *out), *strict)
+	}
+	if err != nil {
+		_ = w.Abort()
+		return err
+	}
+	if err := w.Commit(); err != nil {
 		return err
 	}
 	if !*quiet {
 		fmt.Fprintf(m.Stderr, "built %s, %s in %d ms (%s)\n",
-			count(len(res.Runbooks), "runbook"), count(res.Steps, "step"), res.Duration.Milliseconds(), count(len(res.Files), "file"))
+			count(res.Pages, "runbook"), count(res.Steps, "step"), res.Duration.Milliseconds(), count(res.Written, "file"))
 	}
 	return nil
 }
@@ -165,6 +179,15 @@ func buildSite(ctx context.Context, m *Main, opts site.Options, failMsg string, 
 	if err != nil {
 		return nil, err
 	}
+	if err := reportProblems(m, res, failMsg, strict); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// reportProblems prints a build's warnings and problems; with problems (or,
+// with strict, warnings) it prints failMsg and ends the command.
+func reportProblems(m *Main, res *site.Result, failMsg string, strict bool) error {
 	for _, d := range res.Warnings {
 		fmt.Fprintln(m.Stderr, d.String())
 	}
@@ -181,7 +204,7 @@ func buildSite(ctx context.Context, m *Main, opts site.Options, failMsg string, 
 			msg += " (warnings count: --strict)"
 		}
 		fmt.Fprintf(m.Stderr, failMsg+"\n", msg)
-		return nil, errSilent
+		return errSilent
 	}
-	return res, nil
+	return nil
 }

@@ -103,4 +103,8 @@ func TestCLI(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "kubeadm-ha", "index.html")); err != nil {
 		t.Errorf("a failed build damaged the previous output: %v", err)
 	}
+	// Pages stream into a sibling folder: nothing of it is left.
+	if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 1 {
+		t.Errorf("the builds left %v beside %s", entries, out)
+	}
 }
