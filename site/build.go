@@ -403,13 +403,23 @@ func (b *Builder) parseOne(path string, pack bool) (*entry, error) {
 // pack compresses the page's body and script data and lets the parsed
 // runbook go.
 func (e *entry) pack() {
-	var buf []byte
-	buf = binary.AppendUvarint(buf, uint64(len(e.data.Content)))
-	buf = append(buf, e.data.Content...)
-	buf = append(buf, e.json...)
-	e.packed = s2.Encode(nil, buf)
+	sc := packPool.Get().(*packScratch)
+	defer packPool.Put(sc)
+	sc.raw = binary.AppendUvarint(sc.raw[:0], uint64(len(e.data.Content)))
+	sc.raw = append(sc.raw, e.data.Content...)
+	sc.raw = append(sc.raw, e.json...)
+	if n := s2.MaxEncodedLen(len(sc.raw)); cap(sc.enc) < n {
+		sc.enc = make([]byte, n)
+	}
+	// Encode's output sits in a buffer of the worst-case size, larger
+	// than the input: keep an exact copy, or nothing was saved.
+	e.packed = bytes.Clone(s2.Encode(sc.enc[:cap(sc.enc)], sc.raw))
 	e.data.Content, e.json, e.rb = "", "", nil
 }
+
+type packScratch struct{ raw, enc []byte }
+
+var packPool = sync.Pool{New: func() any { return new(packScratch) }}
 
 // unpack is the page data of a packed entry: its body and script data are
 // views of buf's bytes (valid while buf is).
