@@ -22,3 +22,22 @@ func TestReadsStdin(t *testing.T) {
 		}
 	}
 }
+
+// TestMayReadStdinCoversEveryName: the quick filter lets through every name
+// readsStdin looks for, also spelled with a $ inside, as commandWords reads it.
+func TestMayReadStdinCoversEveryName(t *testing.T) {
+	names := []string{"read", "kubectl edit x"}
+	for n := range interactive {
+		names = append(names, n, "/usr/bin/"+n, "sudo "+n)
+	}
+	for _, n := range names {
+		for _, body := range []string{n, n[:1] + "$" + n[1:]} {
+			if !mayReadStdin(body) {
+				t.Errorf("%q is filtered out", body)
+			}
+		}
+		if got := readsStdin(n[:1] + "$" + n[1:]); got == "" {
+			t.Errorf("%q: readsStdin finds nothing", n[:1]+"$"+n[1:])
+		}
+	}
+}

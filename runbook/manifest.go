@@ -69,10 +69,12 @@ func ParseManifest(body string) (*Manifest, error) {
 
 	// Plain-ness comes from the YAML node tree (the decoded JSON has lost
 	// it); a manifest without references needs no second decode, and
-	// nothing to locate.
+	// nothing to locate, and neither does one whose every reference sits
+	// inside a quoted or longer scalar by its text.
 	plain := map[int]bool{}
 	dec := yaml3.NewDecoder(strings.NewReader(text))
-	for len(refs) > 0 {
+	decodeNodes := mayBePlain(body, refs)
+	for decodeNodes {
 		var n yaml3.Node
 		if err := dec.Decode(&n); err != nil {
 			break // a YAML 1.2 quirk: the Kubernetes decoder below has the last word
@@ -111,6 +113,26 @@ func ParseManifest(body string) (*Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// mayBePlain reports whether a reference of body could be a whole plain
+// scalar: a YAML plain scalar is set off by white space, a flow indicator
+// or the ':' of a JSON-style key on both sides, so a reference with a
+// quote, a letter or a '/' against it is part of a longer or quoted one.
+func mayBePlain(body string, refs []Ref) bool {
+	for _, r := range refs {
+		before, after := byte(' '), byte(' ')
+		if r.Start > 0 {
+			before = body[r.Start-1]
+		}
+		if r.End < len(body) {
+			after = body[r.End]
+		}
+		if strings.IndexByte(" \t\r\n[{,:", before) >= 0 && strings.IndexByte(" \t\r\n]},#", after) >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Manifest) placeholder(i int) string { return m.nonce + "x" + strconv.Itoa(i) + "y" }

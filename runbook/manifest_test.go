@@ -317,3 +317,40 @@ func BenchmarkParseManifest(b *testing.B) {
 		})
 	}
 }
+
+// TestManifestPlainByText: a reference is plain (a number or a boolean may
+// fill it) exactly when YAML reads it as a whole unquoted scalar, wherever
+// it stands, also when the text alone shows it cannot be (no node decode).
+func TestManifestPlainByText(t *testing.T) {
+	for body, want := range map[string]bool{
+		"a: ${X}\n":       true,
+		"a: ${X} # why\n": true,
+		"a:\n  ${X}\n":    true,
+		"a: [${X}, 2]\n":  true,
+		"a: [1,${X}]\n":   true,
+		"a: {b: ${X}}\n":  true,
+		`{"a":${X}}`:      true,
+		"- ${X}\n":        true,
+		"a: ${X}\r\n":     true,
+		"a: !!str ${X}\n": false, // tagged: a string
+		"a: \"${X}\"\n":   false,
+		"a: '${X}'\n":     false,
+		"a: r/${X}\n":     false,
+		"a: ${X}-b\n":     false,
+		"a: b${X}\n":      false,
+		"a: |\n  ${X}\n":  false,
+		"a: ${X}:1\n":     false,
+		"a: [\"${X}\"]\n": false,
+		"a: x ${X}\n":     false,
+		"a: ${X} y\n":     false,
+	} {
+		m, err := ParseManifest(body)
+		if err != nil {
+			t.Errorf("%q: %v", body, err)
+			continue
+		}
+		if refs := m.Refs(); len(refs) != 1 || refs[0].Plain != want {
+			t.Errorf("%q: refs %+v, want plain %v", body, refs, want)
+		}
+	}
+}
