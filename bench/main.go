@@ -26,15 +26,18 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cairn-dev/cairn/bench/gen"
 	"github.com/cairn-dev/cairn/site"
 )
 
-// Targets from issue 2 §5.
+// Targets from issue 34 §1 (build time and peak memory against Hugo's) and
+// issue 2 §5 (incremental rebuild).
 const (
-	targetRatio       = 0.5
+	targetRatio       = 0.2
+	targetRSSRatio    = 0.25
 	targetIncremental = 50 * time.Millisecond
 )
 
@@ -236,10 +239,11 @@ type tool struct {
 	cmd   func() *exec.Cmd
 	times []time.Duration // wall clock
 	cpu   []time.Duration // user + system time of the process
+	rss   []int64         // peak resident set size of the process, bytes
 }
 
 func timeBuilds(ctx context.Context, tools []tool, runs int, out io.Writer) error {
-	once := func(t *tool) (wall, cpu time.Duration, err error) {
+	once := func(t *tool) (wall, cpu time.Duration, rss int64, err error) {
 		cmd := t.cmd()
 		var stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stderr, &stderr
@@ -247,12 +251,15 @@ func timeBuilds(ctx context.Context, tools []tool, runs int, out io.Writer) erro
 		err = cmd.Run()
 		wall = time.Since(start)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w\n%s", t.name, err, tail(stderr.String(), 2000))
+			return 0, 0, 0, fmt.Errorf("%s: %w\n%s", t.name, err, tail(stderr.String(), 2000))
 		}
-		return wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = ru.Maxrss << 10 // KiB on Linux
+		}
+		return wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rss, nil
 	}
 	for i := range tools {
-		if _, _, err := once(&tools[i]); err != nil {
+		if _, _, _, err := once(&tools[i]); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -261,13 +268,14 @@ func timeBuilds(ctx context.Context, tools []tool, runs int, out io.Writer) erro
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			d, cpu, err := once(&tools[i])
+			d, cpu, rss, err := once(&tools[i])
 			if err != nil {
 				return err
 			}
 			tools[i].times = append(tools[i].times, d)
 			tools[i].cpu = append(tools[i].cpu, cpu)
-			fmt.Fprintf(out, "  run %d/%d %-16s %s (cpu %s)\n", r+1, runs, tools[i].name, ms(d), ms(cpu))
+			tools[i].rss = append(tools[i].rss, rss)
+			fmt.Fprintf(out, "  run %d/%d %-16s %s (cpu %s, peak RSS %s)\n", r+1, runs, tools[i].name, ms(d), ms(cpu), mib(rss))
 		}
 	}
 	return nil
@@ -345,18 +353,27 @@ func report(out io.Writer, c config, tools []tool, inc *incResult) {
 	if c.theme != "" {
 		fmt.Fprintf(out, "cairn theme: %s\n\n", c.theme)
 	}
-	fmt.Fprintf(out, "%-26s %5s %10s %10s %10s %12s\n", "", "runs", "median", "min", "max", "median cpu")
-	for _, t := range tools {
-		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s %12s\n", t.name, len(t.times), ms(median(t.times)), ms(slices.Min(t.times)), ms(slices.Max(t.times)), ms(median(t.cpu)))
-	}
 	var missed []string
+	if len(tools[0].times) == 0 {
+		fmt.Fprintln(out, "no timed runs (-runs 0)")
+		return
+	}
+	fmt.Fprintf(out, "%-26s %5s %10s %10s %10s %12s %12s\n", "", "runs", "median", "min", "max", "median cpu", "peak RSS")
+	for _, t := range tools {
+		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s %12s %12s\n", t.name, len(t.times), ms(median(t.times)), ms(slices.Min(t.times)), ms(slices.Max(t.times)), ms(median(t.cpu)), mib(slices.Max(t.rss)))
+	}
 	if len(tools) == 2 {
 		rMed := float64(median(tools[0].times)) / float64(median(tools[1].times))
 		rMin := float64(slices.Min(tools[0].times)) / float64(slices.Min(tools[1].times))
 		rCPU := float64(median(tools[0].cpu)) / float64(median(tools[1].cpu))
-		fmt.Fprintf(out, "%-26s %5s %9.2f× %9.2f× %10s %11.2f×   target ≤ %.2f× (median wall)\n", "ratio cairn/hugo", "", rMed, rMin, "", rCPU, targetRatio)
+		rRSS := float64(slices.Max(tools[0].rss)) / float64(max(1, slices.Max(tools[1].rss)))
+		fmt.Fprintf(out, "%-26s %5s %9.2f× %9.2f× %10s %11.2f× %11.2f×   targets ≤ %.2f× (median wall), ≤ %.2f× (peak RSS)\n",
+			"ratio cairn/hugo", "", rMed, rMin, "", rCPU, rRSS, targetRatio, targetRSSRatio)
 		if rMed > targetRatio {
 			missed = append(missed, fmt.Sprintf("MISSED: cairn build takes %.2f× Hugo's time (median); target ≤ %.2f×", rMed, targetRatio))
+		}
+		if rRSS > targetRSSRatio {
+			missed = append(missed, fmt.Sprintf("MISSED: cairn build's peak RSS is %.2f× Hugo's; target ≤ %.2f×", rRSS, targetRSSRatio))
 		}
 	} else {
 		missed = append(missed, "MISSED: no Hugo to compare with; the ratio target is unchecked")
@@ -409,6 +426,8 @@ func median(ds []time.Duration) time.Duration {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
 
 func ms(d time.Duration) string {
 	if d < 10*time.Millisecond {
