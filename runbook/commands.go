@@ -92,22 +92,37 @@ func commandWords(cmd string) []string {
 var loopInput = regexp.MustCompile(`(?s)\bdone\s*<|\|\s*while\b`)
 
 // mayReadStdin is false when no command of body can be one readsStdin
-// names: none of their names is in the text (with $ removed, as
-// commandWords removes it), so most blocks skip splitting into commands.
+// names: none of their names stands in the text (with $ removed, as
+// commandWords removes it) as a word of its own, so most blocks skip
+// splitting into commands ("Ready" or "already" hold no read).
 func mayReadStdin(body string) bool {
 	if strings.Contains(body, "$") {
 		body = strings.ReplaceAll(body, "$", "")
 	}
 	for _, name := range stdinWords {
-		if strings.Contains(body, name) {
-			return true
+		for i := 0; ; {
+			j := strings.Index(body[i:], name)
+			if j < 0 {
+				break
+			}
+			at, end := i+j, i+j+len(name)
+			if (at == 0 || !wordByte(body[at-1])) && (end == len(body) || !wordByte(body[end]) && body[end] != '/') {
+				return true
+			}
+			i = at + 1
 		}
 	}
 	return false
 }
 
-// stdinWords are substrings of every name readsStdin looks for.
-var stdinWords = []string{"read", "vi", "nano", "emacs", "less", "more", "top", "passwd", "edit"}
+// wordByte is a byte that can be part of a command name next to the one
+// looked for (a '/' before it is a directory, after it a directory too).
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c >= 0x80
+}
+
+// stdinWords are the names readsStdin looks for ("kubectl edit": edit).
+var stdinWords = []string{"read", "vi", "vim", "nvim", "nano", "emacs", "less", "more", "top", "htop", "passwd", "visudo", "vipw", "edit"}
 
 // interactive are programs that wait for a person at a terminal.
 var interactive = map[string]bool{

@@ -1,6 +1,9 @@
 package runbook
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestReadsStdin(t *testing.T) {
 	for body, want := range map[string]string{
@@ -38,6 +41,19 @@ func TestMayReadStdinCoversEveryName(t *testing.T) {
 		}
 		if got := readsStdin(n[:1] + "$" + n[1:]); got == "" {
 			t.Errorf("%q: readsStdin finds nothing", n[:1]+"$"+n[1:])
+		}
+	}
+}
+
+func TestStdinWordsAreTheNames(t *testing.T) {
+	for n := range interactive {
+		if !slices.Contains(stdinWords, n) {
+			t.Errorf("%s is not in stdinWords", n)
+		}
+	}
+	for _, body := range []string{"kubectl wait --for=condition=Ready pod/x", "echo already", "cat /proc/loadavg", "kubectl get editors"} {
+		if mayReadStdin(body) {
+			t.Errorf("%q passes the filter", body)
 		}
 	}
 }

@@ -377,11 +377,17 @@ func (b *Builder) parseOne(path string, pack bool) (*entry, error) {
 	if b.opts.Results != nil {
 		results = b.opts.Results(rb)
 	}
-	html, err := renderBody(rb, t, results, b.opts.RawHTML == RawHTMLRender)
-	if err != nil {
+	body := bufPool.Get().(*bytes.Buffer)
+	defer bufPool.Put(body)
+	body.Reset()
+	if err := renderBodyTo(body, rb, t, results, b.opts.RawHTML == RawHTMLRender); err != nil {
 		return nil, err
 	}
-	e.data = b.runbookData(rb, t, template.HTML(html))
+	var content template.HTML
+	if !pack {
+		content = template.HTML(body.String())
+	}
+	e.data = b.runbookData(rb, t, content)
 	e.json = pageJSON(rb)
 	js, err := json.Marshal(searchEntries(rb))
 	if err != nil {
@@ -395,18 +401,18 @@ func (b *Builder) parseOne(path string, pack bool) (*entry, error) {
 	}
 	e.nav = nav.String()
 	if pack {
-		e.pack()
+		e.pack(body.Bytes())
 	}
 	return e, nil
 }
 
 // pack compresses the page's body and script data and lets the parsed
 // runbook go.
-func (e *entry) pack() {
+func (e *entry) pack(body []byte) {
 	sc := packPool.Get().(*packScratch)
 	defer packPool.Put(sc)
-	sc.raw = binary.AppendUvarint(sc.raw[:0], uint64(len(e.data.Content)))
-	sc.raw = append(sc.raw, e.data.Content...)
+	sc.raw = binary.AppendUvarint(sc.raw[:0], uint64(len(body)))
+	sc.raw = append(sc.raw, body...)
 	sc.raw = append(sc.raw, e.json...)
 	if n := s2.MaxEncodedLen(len(sc.raw)); cap(sc.enc) < n {
 		sc.enc = make([]byte, n)

@@ -56,6 +56,17 @@ type BlockResult struct {
 
 // renderBody renders a parsed runbook's Markdown body to HTML.
 func renderBody(rb *runbook.Runbook, t Strings, results map[string]BlockResult, rawHTML bool) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := renderBodyTo(&buf, rb, t, results, rawHTML); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// renderBodyTo appends renderBody's HTML to buf (a pooled buffer that has
+// grown to page size already: growing a fresh one was a twentieth of a
+// build).
+func renderBodyTo(buf *bytes.Buffer, rb *runbook.Runbook, t Strings, results map[string]BlockResult, rawHTML bool) error {
 	nr := &nodeRenderer{rb: rb, t: t, names: rb.Names(), results: results}
 	var hopts []ghtml.Option
 	if rawHTML {
@@ -68,11 +79,10 @@ func renderBody(rb *runbook.Runbook, t Strings, results map[string]BlockResult, 
 		util.Prioritized(extension.NewTaskCheckBoxHTMLRenderer(), 500),
 		util.Prioritized(nr, rendererPriority),
 	))
-	var buf bytes.Buffer
-	if err := r.Render(&buf, rb.Body, rb.Doc); err != nil {
-		return nil, fmt.Errorf("%s: render: %w", rb.Path, err)
+	if err := r.Render(buf, rb.Body, rb.Doc); err != nil {
+		return fmt.Errorf("%s: render: %w", rb.Path, err)
 	}
-	return buf.Bytes(), nil
+	return nil
 }
 
 // RegisterFuncs implements renderer.NodeRenderer.

@@ -2,6 +2,9 @@ package site
 
 import (
 	"strings"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
 
 	gast "github.com/yuin/goldmark/ast"
 
@@ -27,11 +30,11 @@ const maxSearchText = 2000
 func searchEntries(rb *runbook.Runbook) []SearchEntry {
 	intro := SearchEntry{Slug: rb.Slug, Title: rb.Meta.Title, Heading: rb.Meta.Title, Lang: rb.Meta.Lang}
 	entries := []SearchEntry{intro}
-	var text strings.Builder
+	var text searchText
 	text.WriteString(rb.Meta.Summary + " " + strings.Join(rb.Meta.Tags, " ") + " ")
 	cur := 0
 	flush := func() {
-		entries[cur].Text = clip(strings.Join(strings.Fields(text.String()), " "), maxSearchText)
+		entries[cur].Text = clip(string(text.b), maxSearchText)
 		text.Reset()
 	}
 	_ = gast.Walk(rb.Doc, func(n gast.Node, entering bool) (gast.WalkStatus, error) {
@@ -67,6 +70,55 @@ func searchEntries(rb *runbook.Runbook) []SearchEntry {
 	flush()
 	return entries
 }
+
+// searchText is strings.Join(strings.Fields(all written), " ") up to the
+// first byte past maxSearchText, where clip cuts it: a step's code, often
+// many kilobytes, is not copied whole only to be cut.
+type searchText struct {
+	b     []byte
+	space bool // a space is due before the next word
+}
+
+func (t *searchText) Reset() { t.b, t.space = t.b[:0], false }
+
+func (t *searchText) WriteString(s string) { t.write(s) }
+
+func (t *searchText) Write(p []byte) { t.write(unsafe.String(unsafe.SliceData(p), len(p))) }
+
+func (t *searchText) WriteByte(c byte) error { t.write(string(c)); return nil }
+
+func (t *searchText) write(s string) {
+	for i := 0; i < len(s) && len(t.b) <= maxSearchText; {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if asciiSpace[c] {
+				t.space = len(t.b) > 0
+			} else {
+				if t.space {
+					t.b = append(t.b, ' ')
+					t.space = false
+				}
+				t.b = append(t.b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
+			t.space = len(t.b) > 0
+		} else {
+			if t.space {
+				t.b = append(t.b, ' ')
+				t.space = false
+			}
+			t.b = append(t.b, s[i:i+n]...)
+		}
+		i += n
+	}
+}
+
+// asciiSpace is what unicode.IsSpace says of ASCII bytes.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 func clip(s string, n int) string {
 	if len(s) <= n {
