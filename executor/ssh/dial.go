@@ -16,21 +16,86 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 )
 
-// client is one connection to a host and the agent connection its auth
-// used, closed together.
+// client is one connection to a host and its hold on the shared agent
+// connection its auth used, let go together.
 type client struct {
 	*ssh.Client
-	host  *Host
-	agent net.Conn
-	lost  atomic.Bool // closed by keepAlive: the host stopped answering
+	host    *Host
+	release func()      // of the agent connection; nil without one
+	lost    atomic.Bool // closed by keepAlive: the host stopped answering
 }
 
 func (c *client) Close() error {
 	err := c.Client.Close()
-	if c.agent != nil {
-		c.agent.Close()
+	if c.release != nil {
+		c.release()
 	}
 	return err
+}
+
+// agentShare is one connection to ssh-agent shared by every host
+// connection the runner has open at once (the agent client is safe for
+// concurrent use): a block on a thousand hosts would otherwise hold a
+// thousand agent sockets, past ssh-agent's own limit on open files.
+type agentShare struct {
+	mu     sync.Mutex
+	sock   string
+	conn   net.Conn
+	client agent.ExtendedAgent
+	refs   int
+}
+
+// signers asks the agent at sock for its keys over the shared connection
+// (dialled when there is none) and holds the connection until release.
+func (s *agentShare) signers(ctx context.Context, sock string) (_ []ssh.Signer, release func(), _ error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil && s.sock != sock && s.refs > 0 {
+		// Another agent is in use (a changed SSH_AUTH_SOCK): a private
+		// connection for this host.
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "unix", sock)
+		if err != nil {
+			return nil, nil, err
+		}
+		ss, err := agent.NewClient(c).Signers()
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return ss, func() { c.Close() }, nil
+	}
+	if s.conn == nil || s.sock != sock {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "unix", sock)
+		if err != nil {
+			s.conn = nil
+			return nil, nil, err
+		}
+		s.sock, s.conn, s.client = sock, c, agent.NewClient(c)
+	}
+	ss, err := s.client.Signers()
+	if err != nil {
+		if s.refs == 0 {
+			s.conn.Close()
+			s.conn = nil
+		}
+		return nil, nil, err
+	}
+	s.refs++
+	conn := s.conn
+	return ss, sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.refs--
+		if s.refs == 0 && s.conn == conn {
+			s.conn.Close()
+			s.conn = nil
+		}
+	}), nil
 }
 
 // authSource is the keys offered to a host and notes on the ones that could
@@ -39,7 +104,7 @@ type authSource struct {
 	signers []ssh.Signer
 	tried   []string
 	notes   []string
-	agent   net.Conn
+	release func() // the agent connection; nil without one
 }
 
 // keys loads h's identity files (or the default ones) and, unless
@@ -89,22 +154,15 @@ func (r *Runner) keys(ctx context.Context, h *Host) *authSource {
 		sock = os.Getenv("SSH_AUTH_SOCK")
 	}
 	if sock != "" && sock != "none" && !h.IdentitiesOnly {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "unix", sock)
+		ss, release, err := r.agents.signers(ctx, sock)
 		if err != nil {
 			a.notes = append(a.notes, fmt.Sprintf("ssh-agent at %s: %v", sock, err))
 		} else {
-			ss, err := agent.NewClient(c).Signers()
-			if err != nil {
-				c.Close()
-				a.notes = append(a.notes, fmt.Sprintf("ssh-agent at %s: %v", sock, err))
-			} else {
-				a.agent = c
-				for _, s := range ss {
-					add(s)
-				}
-				a.tried = append(a.tried, fmt.Sprintf("ssh-agent (%d keys)", len(ss)))
+			a.release = release
+			for _, s := range ss {
+				add(s)
 			}
+			a.tried = append(a.tried, fmt.Sprintf("ssh-agent (%d keys)", len(ss)))
 		}
 	}
 	return a
@@ -130,8 +188,8 @@ func (r *Runner) dial(ctx context.Context, h *Host, notify func(string)) (*clien
 	}
 	auth := r.keys(ctx, h)
 	closeAgent := func() {
-		if auth.agent != nil {
-			auth.agent.Close()
+		if auth.release != nil {
+			auth.release()
 		}
 	}
 	if len(auth.signers) == 0 {
@@ -157,6 +215,14 @@ func (r *Runner) dial(ctx context.Context, h *Host, notify func(string)) (*clien
 		Timeout:           h.ConnectTimeout,
 	}
 
+	// ConnectTimeout counts from the turn to connect, not from the wait
+	// for it behind the hosts ahead.
+	turnDone, err := r.handshake(ctx)
+	if err != nil {
+		closeAgent()
+		return nil, fmt.Errorf("%s: connect: %w", h, ctxErr(ctx))
+	}
+	defer turnDone()
 	dctx, cancel := context.WithTimeout(ctx, h.ConnectTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -196,7 +262,7 @@ func (r *Runner) dial(ctx context.Context, h *Host, notify func(string)) (*clien
 			return nil, fmt.Errorf("%s: %w", h, err)
 		}
 	}
-	return &client{Client: ssh.NewClient(cc, chans, reqs), host: h, agent: auth.agent}, nil
+	return &client{Client: ssh.NewClient(cc, chans, reqs), host: h, release: auth.release}, nil
 }
 
 // onDone runs f when ctx ends, unless the returned stop is called first.

@@ -86,9 +86,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -124,8 +126,10 @@ type Runner struct {
 	// TrustOnFirstUse accepts an unknown host key and records it in the
 	// first known_hosts file. A changed key is refused regardless.
 	TrustOnFirstUse bool
-	// MaxParallel caps a block's parallel, so a large value cannot open
-	// more connections than this at once; default 32.
+	// MaxParallel caps a block's parallel= (the connections open at once).
+	// Default: parallel= as written, up to a ceiling that keeps the
+	// machine's open-file limit in reach (1,024 connections, fewer when
+	// RLIMIT_NOFILE is low); see maxParallel.
 	MaxParallel int
 	// Grace is how long remote processes get between SIGTERM and SIGKILL
 	// when a run is cancelled; default 2s.
@@ -138,13 +142,19 @@ type Runner struct {
 	KeepAlive time.Duration
 
 	tofuMu sync.Mutex // serialises trust-on-first-use appends
+	agents agentShare
+	// handshakes bounds the key exchanges and logins in progress at once:
+	// they are CPU on both ends, and a hundred at once on two cores took
+	// longer than the same hundred in turns of a few.
+	handshakes     chan struct{}
+	handshakesOnce sync.Once
 }
 
 var _ executor.Runner = (*Runner)(nil)
 
 const (
 	defaultConnectTimeout = 10 * time.Second
-	defaultMaxParallel    = 32
+	maxParallelCeiling    = 1024
 	defaultGrace          = 2 * time.Second
 	defaultKeepAlive      = 15 * time.Second
 )
@@ -189,17 +199,43 @@ type hostFunc func(ctx context.Context, h *Host) executor.HostResult
 // group runs run on every host of the job (executor.FanOut: in order or
 // Parallel at a time, at most MaxParallel; none started after a failure).
 func (r *Runner) group(ctx context.Context, job *executor.Job, res *resolver, run hostFunc, out executor.Sink) []executor.HostResult {
-	maxPar := r.MaxParallel
-	if maxPar <= 0 {
-		maxPar = defaultMaxParallel
-	}
-	return executor.FanOut(ctx, job, job.Hosts, min(job.Block.Parallel, maxPar), func(ctx context.Context, name string) executor.HostResult {
+	return executor.FanOut(ctx, job, job.Hosts, min(job.Block.Parallel, r.maxParallel()), func(ctx context.Context, name string) executor.HostResult {
 		h, err := res.resolve(name)
 		if err != nil {
 			return executor.HostResult{Exit: -1, Err: err}
 		}
 		return run(ctx, h)
 	}, out)
+}
+
+// maxParallel is the most connections a block opens at once: MaxParallel,
+// or the ceiling: 1,024, and no more than half the open files the process
+// may have beyond 128 kept for the executor itself (a connection holds one
+// socket; copies open a file each; the agent connection is shared).
+func (r *Runner) maxParallel() int {
+	if r.MaxParallel > 0 {
+		return r.MaxParallel
+	}
+	return parallelCeiling()
+}
+
+func parallelCeiling() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return maxParallelCeiling
+	}
+	return max(1, min(maxParallelCeiling, (int(min(rl.Cur, 1<<20))-128)/2))
+}
+
+// handshake waits for a turn to connect and log in; done gives it back.
+func (r *Runner) handshake(ctx context.Context) (done func(), err error) {
+	r.handshakesOnce.Do(func() { r.handshakes = make(chan struct{}, max(8, 4*runtime.GOMAXPROCS(0))) })
+	select {
+	case r.handshakes <- struct{}{}:
+		return sync.OnceFunc(func() { <-r.handshakes }), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // ctxErr is executor.CtxErr.

@@ -21,11 +21,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
@@ -1120,4 +1122,115 @@ func TestHostKeyOneIdentityPerAddress(t *testing.T) {
 			t.Errorf("known_hosts gained lines:\n%s", b)
 		}
 	})
+}
+
+// TestParallelFollowsBlock: without MaxParallel, parallel= is how many
+// hosts run at once (the old default capped it at 32, whatever it said).
+func TestParallelFollowsBlock(t *testing.T) {
+	e, r := rig(t)
+	var hosts []string
+	for range 2 {
+		for _, h := range e.Inventory.Hosts {
+			hosts = append(hosts, h.Name)
+		}
+	}
+	job := scriptJob(`sleep 3`, hosts...)
+	job.Block.Parallel = len(hosts)
+	var mu sync.Mutex
+	open, peak := 0, 0
+	counting := &eventHook{sink: newSink(), fn: func(ev executor.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.Kind {
+		case "host-start":
+			open++
+			peak = max(peak, open)
+		case "host-end":
+			open--
+		}
+	}}
+	res, err := r.Run(ctxT(t, 60*time.Second), job, counting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hr := range res {
+		if hr.Exit != 0 {
+			t.Fatalf("%+v", hr)
+		}
+	}
+	if peak != len(hosts) {
+		t.Errorf("peak %d hosts at once, want all %d", peak, len(hosts))
+	}
+	if c := parallelCeiling(); c < 64 || c > maxParallelCeiling {
+		t.Errorf("ceiling %d", c)
+	}
+}
+
+// TestAgentShared: hosts connecting at once share one connection to the
+// agent, which closes when the last lets go.
+func TestAgentShared(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, priv, _ := ed25519.GenerateKey(nil)
+	kr := agent.NewKeyring()
+	if err := kr.Add(agent.AddedKey{PrivateKey: priv}); err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			wg.Go(func() { _ = agent.ServeAgent(kr, c); c.Close() })
+		}
+	})
+	var s agentShare
+	ctx := ctxT(t, 30*time.Second)
+	var releases []func()
+	var mu sync.Mutex
+	var got sync.WaitGroup
+	for range 50 {
+		got.Go(func() {
+			ss, release, err := s.signers(ctx, sock)
+			if err != nil || len(ss) != 1 {
+				t.Errorf("signers: %d, %v", len(ss), err)
+				return
+			}
+			if _, err := ss[0].Sign(rand.Reader, []byte("x")); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			releases = append(releases, release)
+			mu.Unlock()
+		})
+	}
+	got.Wait()
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("%d agent connections for 50 hosts, want 1", n)
+	}
+	for _, r := range releases {
+		r()
+		r() // twice is once
+	}
+	s.mu.Lock()
+	left := s.conn
+	s.mu.Unlock()
+	if left != nil {
+		t.Error("the agent connection outlived its last host")
+	}
+	if _, release, err := s.signers(ctx, sock); err != nil || accepted.Load() != 2 {
+		t.Errorf("after all let go: %v, %d connections", err, accepted.Load())
+	} else {
+		release()
+	}
 }
