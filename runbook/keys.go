@@ -151,7 +151,7 @@ var blockKeyTable = []blockKey{
 	{name: "hosts", targets: sshOnly, set: func(c *attrCtx) { c.b.Hosts = c.a.Value },
 		docs: []keyDoc{{docSSH, "", "**required** for `target=ssh`: a parameter of type `host` or `hosts`. The block runs on each host."}}},
 	{name: "parallel", targets: fanTargets, set: func(c *attrCtx) { c.b.Parallel = c.integer(1) },
-		docs: []keyDoc{{docSSH, "", "Hosts at a time (default 1: in order)."},
+		docs: []keyDoc{{docSSH, "", "Hosts at a time (default 1: in order). Honoured as written up to 1,024 connections (fewer when the open-file limit is low); logins take turns, a few per core, and share one ssh-agent connection."},
 			{docPod, "", "Pods at a time (default 1: in order)."},
 			{docNode, "", "Nodes at a time (default 1: in order)."}}},
 	{name: "sudo", targets: []Target{TargetSSH, TargetNode}, set: func(c *attrCtx) { c.b.Sudo = c.boolean() },
