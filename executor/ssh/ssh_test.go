@@ -368,10 +368,18 @@ func TestMaxParallelBoundsConnections(t *testing.T) {
 	}
 	job := scriptJob(`sleep 0.3`, hosts...)
 	job.Block.Parallel = 100
+	if peak := peakHosts(t, r, job); peak != 2 {
+		t.Errorf("peak %d hosts at once, want 2", peak)
+	}
+}
+
+// peakHosts runs job, which must pass on every host, and returns the most
+// hosts that were running at once.
+func peakHosts(t *testing.T, r *Runner, job *executor.Job) int {
+	t.Helper()
 	var mu sync.Mutex
 	open, peak := 0, 0
-	s := newSink()
-	counting := &eventHook{sink: s, fn: func(ev executor.Event) {
+	counting := &eventHook{sink: newSink(), fn: func(ev executor.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch ev.Kind {
@@ -391,9 +399,7 @@ func TestMaxParallelBoundsConnections(t *testing.T) {
 			t.Fatalf("%+v", hr)
 		}
 	}
-	if peak != 2 {
-		t.Errorf("peak %d hosts at once, want 2", peak)
-	}
+	return peak
 }
 
 type eventHook struct {
@@ -1136,29 +1142,7 @@ func TestParallelFollowsBlock(t *testing.T) {
 	}
 	job := scriptJob(`sleep 3`, hosts...)
 	job.Block.Parallel = len(hosts)
-	var mu sync.Mutex
-	open, peak := 0, 0
-	counting := &eventHook{sink: newSink(), fn: func(ev executor.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev.Kind {
-		case "host-start":
-			open++
-			peak = max(peak, open)
-		case "host-end":
-			open--
-		}
-	}}
-	res, err := r.Run(ctxT(t, 60*time.Second), job, counting)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, hr := range res {
-		if hr.Exit != 0 {
-			t.Fatalf("%+v", hr)
-		}
-	}
-	if peak != len(hosts) {
+	if peak := peakHosts(t, r, job); peak != len(hosts) {
 		t.Errorf("peak %d hosts at once, want all %d", peak, len(hosts))
 	}
 	if c := parallelCeiling(); c < 64 || c > maxParallelCeiling {
