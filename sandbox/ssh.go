@@ -655,9 +655,16 @@ func validHostName(n string) error {
 // Every session gets marker (SetEnv) in its environment, which its children
 // inherit: Down finds and stops what a session left running even after it
 // escaped sshd's process tree (setsid, nohup, a daemonised server).
+//
+// SHLVL=1 keeps bash, as the login shell of a command session, from
+// sourcing the user's ~/.bashrc first (Debian's bash does that when sshd
+// runs it, at shell level 1 only): on loopback hosts that is the reader's
+// own file, and one whose pyenv init waited a minute on a lock a killed
+// shell had left made every block on the sandbox hang. Scripts run bash
+// --norc anyway; terminals are login shells and still read their profile.
 func sshdConfig(listen, hostKey, authKeys, user, marker string) string {
 	return fmt.Sprintf(`# Written by cairn sandbox. Key-only, one user, SFTP.
-SetEnv %s
+SetEnv %s SHLVL=1
 ListenAddress %s
 HostKey %s
 PidFile none

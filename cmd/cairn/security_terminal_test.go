@@ -183,6 +183,9 @@ func TestSecurityDaemonKill9EndsTerminals(t *testing.T) {
 	pids := t.TempDir()
 	dir := contentDir(t, map[string]string{"ops.md": termOps})
 	t.Setenv("SHELL", "/bin/bash")
+	// The login shell's own start-up files: none (the machine's ran a pyenv
+	// init that waited a minute on a lock a killed shell had left).
+	t.Setenv("HOME", t.TempDir())
 	d, cmd := startDaemonProcess(t, dir, "--terminal", "--allow-origin", pageOrigin)
 	id, ticket := openTerminal(t, d, map[string]any{"runbook": "ops"})
 	c, _, err := d.attach(id, ticket, pageOrigin)
