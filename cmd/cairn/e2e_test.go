@@ -298,7 +298,9 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	// TestAccessibility).
 	axe := testrig.Axe(t)
 	for _, theme := range []string{"light", "dark"} {
-		run(chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "`+theme+`")`), chromedp.Sleep(400*time.Millisecond))
+		// Colours change by CSS transition: measure once they are done.
+		run(chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "`+theme+`")`),
+			chromedp.Poll[chromedp.Void](`document.getAnimations().every(a => a.playState !== "running")`, chromedp.WithPollingTimeout(10*time.Second)))
 		vs, err := testrig.RunAxe(bctx, axe)
 		if err != nil {
 			t.Fatal(err)

@@ -115,7 +115,10 @@ func TestPagePlanRunsFromHere(t *testing.T) {
 	// After the runs (results, the pill, the plan's bar): WCAG 2.1 AA, as
 	// the static pages are (site's TestAccessibility).
 	for _, theme := range []string{"light", "dark"} {
-		pg.Run("theme "+theme, chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "`+theme+`")`), chromedp.Sleep(400*time.Millisecond))
+		pg.Run("theme "+theme, chromedp.Evaluate[chromedp.Void](`document.documentElement.setAttribute("data-theme", "`+theme+`")`))
+		// Colours change by CSS transition: axe measures only once they are
+		// done (a fixed sleep lost that race on a loaded CI machine).
+		pg.Poll("the theme's transitions end", `document.getAnimations().every(a => a.playState !== "running")`, 10*time.Second)
 		for _, v := range pg.Axe() {
 			t.Errorf("axe-core after the plan (%s): %s", theme, v)
 		}
