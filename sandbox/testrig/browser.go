@@ -100,7 +100,10 @@ func startBrowser(t testing.TB, exe, name string, extra ...chromedp.ExecAllocato
 	// close it when it expires, so the bound is a timer instead.
 	started := make(chan error, 1)
 	go func() { started <- chromedp.Do(ctx) }()
-	timer := time.NewTimer(30 * time.Second)
+	// A hang guard, not a timing: CI starts browsers beside the node tests
+	// on two cores, where 30 s was once not enough.
+	const startIn = 2 * time.Minute
+	timer := time.NewTimer(startIn)
 	defer timer.Stop()
 	select {
 	case err := <-started:
@@ -110,7 +113,7 @@ func startBrowser(t testing.TB, exe, name string, extra ...chromedp.ExecAllocato
 	case <-timer.C:
 		cancel()
 		<-started
-		t.Fatalf("testrig: headless Chromium (%s) did not start in 30s", name)
+		t.Fatalf("testrig: headless Chromium (%s) did not start in %s", name, startIn)
 	}
 	return ctx
 }
