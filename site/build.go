@@ -5,6 +5,7 @@ package site
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -387,7 +388,7 @@ func (b *Builder) parseOne(path string, pack bool) (*entry, error) {
 	if !pack {
 		content = template.HTML(body.String())
 	}
-	e.data = b.runbookData(rb, t, content)
+	e.data = b.runbookData(rb, t, content, e.summary.Steps)
 	e.json = pageJSON(rb)
 	js, err := json.Marshal(searchEntries(rb))
 	if err != nil {
@@ -575,7 +576,7 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 	res.Rendered = int(rendered.Load())
 	if reuse {
 		index, notFound = shared.index, shared.notFound
-		if err := firstErr(put("index.html", index), put("404.html", notFound)); err != nil {
+		if err := cmp.Or(put("index.html", index), put("404.html", notFound)); err != nil {
 			return nil, err
 		}
 	} else {
@@ -597,7 +598,7 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 		res.SearchDeferred = true
 	} else {
 		js, jsFile := b.SearchFiles()
-		if err := firstErr(put("search.json", js), put("search.js", jsFile)); err != nil {
+		if err := cmp.Or(put("search.json", js), put("search.js", jsFile)); err != nil {
 			return nil, err
 		}
 	}
@@ -616,17 +617,9 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 	return res, nil
 }
 
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// runbookData is the runbook part of its page, its body rendered.
-func (b *Builder) runbookData(rb *runbook.Runbook, t Strings, content template.HTML) *RunbookData {
+// runbookData is the runbook part of its page, its body rendered; steps
+// are stepsOf(rb), made once for the page and the navigation.
+func (b *Builder) runbookData(rb *runbook.Runbook, t Strings, content template.HTML, steps []StepData) *RunbookData {
 	rd := &RunbookData{
 		Slug: rb.Slug, Title: rb.Meta.Title, Summary: rb.Meta.Summary, Tags: rb.Meta.Tags,
 		Duration: durationText(rb.Meta.Duration, t), Hash: rb.Hash, Content: content, Requires: rb.Meta.Requires,
@@ -643,7 +636,7 @@ func (b *Builder) runbookData(rb *runbook.Runbook, t Strings, content template.H
 		}
 		rd.Params = append(rd.Params, pd)
 	}
-	rd.Steps = stepsOf(rb)
+	rd.Steps = steps
 	return rd
 }
 
@@ -852,7 +845,8 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // renderPages renders the pages jobs yields on GOMAXPROCS goroutines (the
 // templates and finished page data are only read) and hands each to done,
 // which may be called from several goroutines at once (so that files are
-// written in parallel too), with output valid only during the call. The first error in job order wins; it stops the feed.
+// written in parallel too), with output valid only during the call. The
+// first error in job order wins; it stops the feed.
 func renderPages(ctx context.Context, th *theme, jobs iter.Seq[pageJob], done func(*pageJob, []byte) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -869,6 +863,8 @@ func renderPages(ctx context.Context, th *theme, jobs iter.Seq[pageJob], done fu
 		first  error
 	)
 	fail := func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
 		if firstI < 0 || i < firstI {
 			firstI, first = i, err
 		}
@@ -886,9 +882,7 @@ func renderPages(ctx context.Context, th *theme, jobs iter.Seq[pageJob], done fu
 					var err error
 					j.page.Runbook.Content, j.page.JSON, unpacked, err = j.e.unpack(unpacked)
 					if err != nil {
-						mu.Lock()
 						fail(j.i, err)
-						mu.Unlock()
 						continue
 					}
 				}
@@ -901,9 +895,7 @@ func renderPages(ctx context.Context, th *theme, jobs iter.Seq[pageJob], done fu
 					err = done(&j.pageJob, buf.Bytes())
 				}
 				if err != nil {
-					mu.Lock()
 					fail(j.i, err)
-					mu.Unlock()
 				}
 			}
 		}()
