@@ -1,7 +1,9 @@
 package runbook
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -122,7 +124,7 @@ func wordByte(c byte) bool {
 }
 
 // stdinWords are the names readsStdin looks for ("kubectl edit": edit).
-var stdinWords = []string{"read", "vi", "vim", "nvim", "nano", "emacs", "less", "more", "top", "htop", "passwd", "visudo", "vipw", "edit"}
+var stdinWords = append(slices.Collect(maps.Keys(interactive)), "read", "edit")
 
 // interactive are programs that wait for a person at a terminal.
 var interactive = map[string]bool{
