@@ -53,12 +53,11 @@ func (s *agentShare) signers(ctx context.Context, sock string) (_ []ssh.Signer, 
 	if s.conn != nil && s.sock != sock && s.refs > 0 {
 		// Another agent is in use (a changed SSH_AUTH_SOCK): a private
 		// connection for this host.
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "unix", sock)
+		c, client, err := dialAgent(ctx, sock)
 		if err != nil {
 			return nil, nil, err
 		}
-		ss, err := agent.NewClient(c).Signers()
+		ss, err := client.Signers()
 		if err != nil {
 			c.Close()
 			return nil, nil, err
@@ -68,14 +67,13 @@ func (s *agentShare) signers(ctx context.Context, sock string) (_ []ssh.Signer, 
 	if s.conn == nil || s.sock != sock {
 		if s.conn != nil {
 			s.conn.Close()
-		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "unix", sock)
-		if err != nil {
 			s.conn = nil
+		}
+		c, client, err := dialAgent(ctx, sock)
+		if err != nil {
 			return nil, nil, err
 		}
-		s.sock, s.conn, s.client = sock, c, agent.NewClient(c)
+		s.sock, s.conn, s.client = sock, c, client
 	}
 	ss, err := s.client.Signers()
 	if err != nil {
@@ -96,6 +94,15 @@ func (s *agentShare) signers(ctx context.Context, sock string) (_ []ssh.Signer, 
 			s.conn = nil
 		}
 	}), nil
+}
+
+func dialAgent(ctx context.Context, sock string) (net.Conn, agent.ExtendedAgent, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, agent.NewClient(c), nil
 }
 
 // authSource is the keys offered to a host and notes on the ones that could
