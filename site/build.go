@@ -51,6 +51,9 @@ type Options struct {
 	RawHTML  string
 	Progress io.Writer
 	Dev      bool // pages load the live-reload script (cairn serve)
+	// NoMinify writes the theme's CSS and JS as they are in the theme
+	// (for debugging a theme); by default they are minified.
+	NoMinify bool
 	// Results gives each block's last verified run, baked into the page.
 	// May be nil.
 	Results func(rb *runbook.Runbook) map[string]BlockResult
@@ -141,7 +144,7 @@ func New(opts Options) (*Builder, error) {
 	if opts.Title == "" {
 		opts.Title = "Cairn"
 	}
-	th, err := loadTheme(opts.Theme)
+	th, err := loadTheme(opts.Theme, !opts.NoMinify)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +159,7 @@ func New(opts Options) (*Builder, error) {
 
 // ReloadTheme re-reads templates and assets (after a theme file changed).
 func (b *Builder) ReloadTheme() error {
-	th, err := loadTheme(b.opts.Theme)
+	th, err := loadTheme(b.opts.Theme, !b.opts.NoMinify)
 	if err != nil {
 		return err
 	}
@@ -775,7 +778,7 @@ type theme struct {
 	chromaCSS []byte
 }
 
-func loadTheme(fsys fs.FS) (*theme, error) {
+func loadTheme(fsys fs.FS, minify bool) (*theme, error) {
 	th := &theme{pages: map[string]*template.Template{}, assets: map[string][]byte{}}
 	base, err := fs.ReadFile(fsys, "layouts/base.html")
 	if err != nil {
@@ -809,7 +812,13 @@ func loadTheme(fsys fs.FS) (*theme, error) {
 		if err != nil {
 			return err
 		}
-		th.assets[strings.TrimPrefix(p, "assets/")] = data
+		name := strings.TrimPrefix(p, "assets/")
+		if minify {
+			if data, err = minifyAsset(name, data); err != nil {
+				return err
+			}
+		}
+		th.assets[name] = data
 		return nil
 	})
 	if err != nil {
@@ -818,6 +827,11 @@ func loadTheme(fsys fs.FS) (*theme, error) {
 	th.chromaCSS, err = chromaCSS()
 	if err != nil {
 		return nil, err
+	}
+	if minify {
+		if th.chromaCSS, err = minifyAsset("chroma.css", th.chromaCSS); err != nil {
+			return nil, err
+		}
 	}
 	return th, nil
 }

@@ -23,15 +23,18 @@ const buildExamples = `  # Build content/ into public/
 // siteFlags are the flags build and serve share.
 type siteFlags struct {
 	content, theme, baseURL, editURL, config string
+	minify                                   bool
 }
 
 func (f *siteFlags) register(fs interface {
 	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&f.content, "content", "content", "folder of runbooks (.md)")
 	fs.StringVar(&f.theme, "theme", "", "theme folder with layouts/ and assets/ (default: the embedded theme)")
 	fs.StringVar(&f.baseURL, "base-url", "", "absolute URL the site is served at, for sitemap.xml (default http://127.0.0.1:1313/)")
 	fs.StringVar(&f.editURL, "edit-url", "", "\"edit this page\" link: a URL with {path}, the runbook's path in the content folder (e.g. https://github.com/ORG/REPO/edit/main/content/{path})")
+	fs.BoolVar(&f.minify, "minify", true, "minify the theme's CSS and JavaScript (--minify=false keeps them as written, to debug a theme)")
 	fs.StringVar(&f.config, "config", "", "site configuration (title, base_url, edit_url, lang, raw_html; default: "+site.ConfigFile+" here, if there is one); flags override it")
 }
 
@@ -64,7 +67,8 @@ func (f *siteFlags) options(m *Main) (site.Options, error) {
 	if f.editURL == "" {
 		f.editURL = cfg.EditURL
 	}
-	opts := site.Options{Content: f.content, BaseURL: f.baseURL, EditURL: f.editURL, Title: cfg.Title, Lang: cfg.Lang, RawHTML: cfg.RawHTML}
+	opts := site.Options{Content: f.content, BaseURL: f.baseURL, EditURL: f.editURL, Title: cfg.Title, Lang: cfg.Lang, RawHTML: cfg.RawHTML,
+		NoMinify: !f.minify}
 	if f.editURL != "" {
 		if u, err := url.Parse(f.editURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !strings.Contains(f.editURL, "{path}") {
 			return opts, &usageError{msg: fmt.Sprintf("--edit-url %q: want an http(s) URL holding {path}, e.g. https://github.com/ORG/REPO/edit/main/content/{path}", f.editURL)}
