@@ -50,6 +50,8 @@ type Server struct {
 	clientsMu sync.Mutex
 	clients   map[chan []byte]struct{}
 
+	gz gzipCache
+
 	buildMu sync.Mutex // one rebuild at a time, so builds publish in order
 }
 
@@ -453,7 +455,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Write(data)
+	s.gz.write(w, r, name, ct, data)
 }
 
 // events streams reload and error notices to open pages (Server-Sent Events).
