@@ -171,9 +171,13 @@
       if (e.key === "Escape" && doc.body.classList.contains("sidebar-open")) { set(false); btn.focus(); }
     });
     Cairn.fillNav();
-    // Scroll the current runbook into view in a long sidebar.
+    // Scroll the current runbook into view in a long sidebar: in the first
+    // frame, since reading a position now would lay out the whole page
+    // before DOMContentLoaded.
     var cur = $(".nav-runbook.current", side);
-    if (cur && cur.offsetTop > side.clientHeight - 80) side.scrollTop = cur.offsetTop - 40;
+    if (cur) requestAnimationFrame(function () {
+      if (cur.offsetTop > side.clientHeight - 80) side.scrollTop = cur.offsetTop - 40;
+    });
   }
 
   // ---------- conditions ----------
@@ -1076,8 +1080,16 @@
   // Cairn.scrollables(): code and output that scroll sideways can be
   // reached and scrolled with the keyboard (a tab stop of their own, WCAG
   // 2.1.1); the others stay out of the tab order. Called again when wrap
-  // changes, the window resizes or an output arrives.
+  // changes, the window resizes or an output arrives. Measuring lays the
+  // page out, so the calls of one task make one measurement, in the next
+  // frame (set-up calls it once per tab set and again in update).
+  var scrollablesDue = false;
   Cairn.scrollables = function () {
+    if (scrollablesDue) return;
+    scrollablesDue = true;
+    requestAnimationFrame(function () { scrollablesDue = false; measureScrollables(); });
+  };
+  function measureScrollables() {
     $$(".cb pre, pre.output").forEach(function (pre) {
       if (pre.scrollWidth > pre.clientWidth + 1 || pre.scrollHeight > pre.clientHeight + 1) {
         if (!pre.hasAttribute("tabindex")) {
@@ -1089,7 +1101,7 @@
         pre.removeAttribute("data-scrolls");
       }
     });
-  };
+  }
 
   // ---------- index: filter by tag (?tag=…, from a tag chip) ----------
   function initTagFilter() {
@@ -1175,7 +1187,8 @@
       });
     }
     on(window, "scroll", function () { if (!ticking) { ticking = true; requestAnimationFrame(spy); } }, { passive: true });
-    spy();
+    ticking = true;
+    requestAnimationFrame(spy); // not now: reading positions lays the page out
   }
 
   // ---------- search ----------
@@ -1408,6 +1421,37 @@
     requestAnimationFrame(function () { requestAnimationFrame(function () { html.classList.remove("cairn-init"); }); });
     Cairn.ready = true;
     try { doc.dispatchEvent(new CustomEvent("cairn:ready", { detail: Cairn })); } catch (e) {}
+    initExecutor();
+  }
+
+  // ---------- the executor client, when it can be used ----------
+  // executor.js (50 KB) is not part of a reading visitor's first load. It
+  // loads at once when this tab can run blocks: it is paired (or the
+  // address carries a pairing), or cairn serve serves it on loopback; on a
+  // published site, when a Run button is pointed at or focused (its tip
+  // says how to start an executor), or when a pairing URL is pasted.
+  var execLoad = null;
+  function loadExecutor() {
+    if (execLoad) return;
+    var me = $('script[src$="cairn.js"]');
+    var s = el("script");
+    s.src = (me ? me.src.replace(/cairn\.js(\?.*)?$/, "") : ROOT + "assets/") + "executor.js";
+    execLoad = s;
+    doc.head.appendChild(s);
+  }
+  Cairn.loadExecutor = loadExecutor;
+  function initExecutor() {
+    var paired = false;
+    try { paired = !!sessionStorage.getItem("cairn:executor"); } catch (e) {}
+    var own = location.protocol === "http:" && /^(127\.|localhost$|\[::1\]$)/.test(location.hostname);
+    if (paired || own || html.getAttribute("data-executor") || location.hash.indexOf("cairn-token=") >= 0) {
+      loadExecutor();
+      return;
+    }
+    function near(e) { if (e.target.closest && e.target.closest(".cb-run, .step-run")) loadExecutor(); }
+    on(doc, "pointerover", near, { passive: true });
+    on(doc, "focusin", near);
+    on(window, "hashchange", function () { if (location.hash.indexOf("cairn-token=") >= 0) loadExecutor(); });
   }
   if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", start);
   else start();
