@@ -53,6 +53,9 @@ type config struct {
 	cpuProfile            string
 	theme                 string
 	skipHugo              bool
+	// The first load of a bundled page (issue 34 §3).
+	loadContent, loadPage string
+	loadRuns              int
 }
 
 func main() {
@@ -69,6 +72,9 @@ func main() {
 	flag.StringVar(&c.theme, "theme", "", "theme folder for cairn (default: the embedded theme), to measure a theme change")
 	flag.StringVar(&c.work, "work", "", "keep generated files and output in this folder (default: a temporary folder, removed)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "also profile in-process builds and incremental updates into this file")
+	flag.StringVar(&c.loadContent, "firstload-content", "content", "content folder of the page whose first load is measured in Chromium (\"\": skip)")
+	flag.StringVar(&c.loadPage, "firstload-page", "kubeadm-ha", "the page (a runbook's slug) whose first load is measured")
+	flag.IntVar(&c.loadRuns, "firstload-runs", 9, "cold loads per site, alternating")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -177,7 +183,16 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 
-	report(out, c, tools, inc)
+	var load *loadResult
+	if c.loadContent != "" {
+		fmt.Fprintf(out, "first load of %s in Chromium (cache off, gzip as a static host serves it): %d cold loads per site, alternating\n", c.loadPage, c.loadRuns)
+		load, err = measureFirstLoad(ctx, c, work, cairnBin, hugoBin, out)
+		if err != nil {
+			fmt.Fprintf(out, "first load: not measured: %v\n", err)
+		}
+	}
+
+	report(out, c, tools, inc, load)
 	return nil
 }
 
@@ -348,7 +363,7 @@ func inProcessBuilds(ctx context.Context, opts site.Options, n int, out io.Write
 	return nil
 }
 
-func report(out io.Writer, c config, tools []tool, inc *incResult) {
+func report(out io.Writer, c config, tools []tool, inc *incResult, load *loadResult) {
 	fmt.Fprintf(out, "\n%d runbooks × %d steps, %d CPUs, %s, load average %s\n\n", c.n, c.steps, runtime.NumCPU(), runtime.Version(), loadAvg())
 	if c.theme != "" {
 		fmt.Fprintf(out, "cairn theme: %s\n\n", c.theme)
@@ -392,6 +407,7 @@ func report(out io.Writer, c config, tools []tool, inc *incResult) {
 	} else {
 		missed = append(missed, "MISSED: no incremental rebuild was measured")
 	}
+	missed = append(missed, load.report(out, c.loadPage)...)
 	fmt.Fprintln(out)
 	if len(missed) == 0 {
 		fmt.Fprintln(out, "all targets met")
