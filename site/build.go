@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -79,6 +80,10 @@ type Builder struct {
 	// files once assembled (nil until asked for after a change).
 	searchOf             [][]byte
 	searchJSON, searchJS []byte
+	// last is the last site plan and lastPos each of its runbooks' place
+	// in it, by path: an update that moves nothing starts from them.
+	last    *sitePlan
+	lastPos map[string]int
 }
 
 // entry is one runbook's latest parse and, when it is good, what its page
@@ -245,7 +250,12 @@ func (b *Builder) current(path string) bool {
 func (b *Builder) Update(ctx context.Context, changed []string) (*Result, error) {
 	start := time.Now()
 	b.mu.Lock()
-	oldNav := b.navFingerprint()
+	before := make(map[string]*entry, len(changed))
+	for _, p := range changed {
+		if e, ok := b.runbooks[p]; ok {
+			before[p] = e
+		}
+	}
 	b.mu.Unlock()
 	var present []string
 	for _, p := range changed {
@@ -261,8 +271,24 @@ func (b *Builder) Update(ctx context.Context, changed []string) (*Result, error)
 	if err := b.parseAll(ctx, present, false); err != nil {
 		return nil, err
 	}
+	// Only the changed files can have changed the navigation (their
+	// titles, steps, order keys, or being there at all). When none did
+	// and each was and is a good runbook with the same tags, the last
+	// plan holds as it is: its order, site data, index and 404 page,
+	// sitemap and nav.js; only their pages are rendered again, with no
+	// pass over the whole site but the diagnostics.
 	b.mu.Lock()
-	navChanged := b.navFingerprint() != oldNav
+	navChanged, same := false, b.last != nil
+	for _, p := range changed {
+		o, had := before[p]
+		n, has := b.runbooks[p]
+		if had != has || had && o.nav != n.nav {
+			navChanged = true
+		}
+		if _, planned := b.lastPos[p]; !planned || !had || !has || !o.good || !n.good || !slices.Equal(o.summary.Tags, n.summary.Tags) {
+			same = false
+		}
+	}
 	b.mu.Unlock()
 	only := map[string]bool{}
 	if !navChanged {
@@ -270,23 +296,20 @@ func (b *Builder) Update(ctx context.Context, changed []string) (*Result, error)
 			only[p] = true
 		}
 	}
+	var p *sitePlan
+	if same && !navChanged {
+		p = b.replan(only)
+	} else {
+		p = b.plan(only)
+	}
 	mem := &memSink{files: map[string][]byte{}}
-	res, err := b.assemble(ctx, b.plan(only), mem)
+	res, err := b.assemble(ctx, p, mem)
 	if err != nil {
 		return nil, err
 	}
 	res.Files = mem.files
 	res.Duration = time.Since(start)
 	return res, nil
-}
-
-func (b *Builder) navFingerprint() string {
-	keys := make([]string, 0, len(b.runbooks))
-	for k, e := range b.runbooks {
-		keys = append(keys, k+"\x00"+e.nav)
-	}
-	sort.Strings(keys)
-	return strings.Join(keys, "\x01")
 }
 
 // parseAll parses and renders the given files in parallel. A file that
@@ -454,6 +477,9 @@ type sitePlan struct {
 	good []*entry
 	site *SiteData
 	only map[string]bool
+	// same: the order and site data are the previous plan's (replan), so
+	// the pages made from them alone are not made again.
+	same bool
 }
 
 // plan orders the good runbooks and gathers every diagnostic. only, when
@@ -505,7 +531,43 @@ func (b *Builder) plan(only map[string]bool) *sitePlan {
 		res.Pages++
 		res.Steps += len(e.summary.Steps)
 	}
-	return &sitePlan{res: res, good: good, site: site, only: only}
+	p := &sitePlan{res: res, good: good, site: site, only: only}
+	b.mu.Lock()
+	b.last, b.lastPos = p, make(map[string]int, len(good))
+	for i, e := range good {
+		b.lastPos[e.path] = i
+	}
+	b.mu.Unlock()
+	return p
+}
+
+// replan is plan for an update that changed no runbook's place or summary
+// (Update says when): the last plan's order and site data, the changed
+// files' new entries in their places.
+func (b *Builder) replan(only map[string]bool) *sitePlan {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	res := &Result{}
+	for _, e := range b.runbooks {
+		res.Diagnostics = append(res.Diagnostics, e.diags...)
+		res.Warnings = append(res.Warnings, e.warnings...)
+	}
+	res.Diagnostics.Sort()
+	res.Warnings.Sort()
+	good := slices.Clone(b.last.good)
+	for path := range only {
+		good[b.lastPos[path]] = b.runbooks[path]
+	}
+	for _, e := range good {
+		if e.rb != nil {
+			res.Runbooks = append(res.Runbooks, e.rb)
+		}
+		res.Pages++
+		res.Steps += len(e.summary.Steps)
+	}
+	p := &sitePlan{res: res, good: good, site: b.last.site, only: only, same: true}
+	b.last = p
+	return p
 }
 
 // assemble runs the templates of p's pages, putting each into sink as it
@@ -522,12 +584,14 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 		written.Add(1)
 		return sink.Put(name, data)
 	}
-	if site.NavCompact {
+	if site.NavCompact && !p.same {
 		if err := put("nav.js", navJS(site)); err != nil {
 			return nil, err
 		}
 	}
-	reuse := shared != nil && shared.theme == th && reflect.DeepEqual(shared.site, site)
+	// A plan that is the last one's (same) has its site data: the shared
+	// pages made from that, or from equal data, still hold.
+	reuse := shared != nil && shared.theme == th && (p.same || reflect.DeepEqual(shared.site, site))
 	// The workers run the templates, each page put into the sink and let
 	// go as soon as it is done.
 	pages := func(yield func(pageJob) bool) {
@@ -588,9 +652,16 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 		b.mu.Unlock()
 	}
 	b.mu.Lock()
-	b.searchOf = make([][]byte, len(good))
-	for i, e := range good {
-		b.searchOf[i] = e.searchJSON
+	if p.same && len(b.searchOf) == len(good) {
+		for path := range p.only {
+			i := b.lastPos[path]
+			b.searchOf[i] = good[i].searchJSON
+		}
+	} else {
+		b.searchOf = make([][]byte, len(good))
+		for i, e := range good {
+			b.searchOf[i] = e.searchJSON
+		}
 	}
 	b.searchJSON, b.searchJS = nil, nil
 	b.mu.Unlock()
@@ -605,8 +676,10 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 			return nil, err
 		}
 	}
-	if err := put("sitemap.xml", sitemap(b.opts.BaseURL, good)); err != nil {
-		return nil, err
+	if !p.same { // the same slugs in the same order
+		if err := put("sitemap.xml", sitemap(b.opts.BaseURL, good)); err != nil {
+			return nil, err
+		}
 	}
 	for name, data := range th.assets {
 		if err := put(path.Join("assets", name), data); err != nil {
