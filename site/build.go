@@ -125,6 +125,9 @@ type Result struct {
 	Pages       int                // runbook pages (the good runbooks)
 	Steps       int
 	Rendered    int // pages rendered in this build (all on a full build)
+	// RenderedNames are the HTML files rendered in this build, runbook
+	// pages and the index and 404 page when they were made again.
+	RenderedNames []string
 	Diagnostics runbook.Diagnostics
 	// Warnings are what the runbooks' parsing read past; they never stop
 	// a build (cairn build --strict makes them).
@@ -626,7 +629,11 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 	}
 	var index, notFound []byte // each set by the one job that makes it
 	var rendered atomic.Int64
+	var namesMu sync.Mutex
 	err := renderPages(ctx, th, pages, func(j *pageJob, out []byte) error {
+		namesMu.Lock()
+		res.RenderedNames = append(res.RenderedNames, j.name)
+		namesMu.Unlock()
 		switch j.kind {
 		case "runbook":
 			rendered.Add(1)
@@ -641,6 +648,7 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 		return nil, err
 	}
 	res.Rendered = int(rendered.Load())
+	sort.Strings(res.RenderedNames)
 	if reuse {
 		index, notFound = shared.index, shared.notFound
 		if err := cmp.Or(put("index.html", index), put("404.html", notFound)); err != nil {

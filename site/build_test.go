@@ -317,7 +317,7 @@ func TestDevServerWriteBackReloadsNoPage(t *testing.T) {
 	writeFile(t, b, runbookMD("나", "## 하나 {#one}\n\n고침\n"))
 	select {
 	case ev := <-events:
-		if ev != `data: {"changed":["b.md"],"type":"reload"}` {
+		if ev != `data: {"changed":["b.md"],"pages":["b/index.html"],"type":"reload"}` {
 			t.Errorf("first live-reload event after a write-back and an edit: %s (want a reload for b.md only)", ev)
 		}
 	case <-time.After(10 * time.Second):

@@ -368,6 +368,11 @@ func (s *Server) publishQuiet(res *Result, err error, notify bool, changed []str
 	ev := map[string]any{"type": "reload"}
 	if changed != nil {
 		ev["changed"] = changed
+		if res != nil {
+			// The pages made again: an open page that is not one of them
+			// stays as it is, and one that is patches what changed.
+			ev["pages"] = res.RenderedNames
+		}
 	}
 	if len(msgs) > 0 {
 		ev = map[string]any{"type": "errors", "errors": msgs}
@@ -559,10 +564,88 @@ const liveJS = `(function () {
     list.textContent = last;
     box.hidden = errors.length === 0 || closedFor === last;
   }
+  // Patching. This script runs before the page's own (they are deferred),
+  // so what it sees now is the page as served: it notes, for the runbook's
+  // content, each top-level part and each part of a step as HTML. When an
+  // edit changes only parts that hold nothing the page's scripts bring to
+  // life (code blocks, tabs, conditions, parameters, controls), those parts
+  // are swapped in place: the scroll, the form's values, open results and
+  // running blocks' streams stay. Anything else reloads the page.
+  var LIVE = '.cb, .tabs, [data-when], .prm, .step-title, form, input, button, select, textarea, script, dialog';
+  function parts(main) {
+    var content = main && main.querySelector('.rb-content');
+    if (!content) return null;
+    var list = [], shape = [];
+    Array.prototype.forEach.call(content.children, function (c) {
+      if (c.matches('section.step')) {
+        shape.push(c.cloneNode(false).outerHTML);
+        Array.prototype.forEach.call(c.children, function (k) { list.push(k); shape.push(k.tagName); });
+        shape.push('/section');
+      } else { list.push(c); shape.push(c.tagName); }
+    });
+    // The page data (compared on its own) and the runbook's hash change
+    // with every edit; both are carried over below.
+    var rest = main.innerHTML.replace(content.outerHTML, '').replace(/(<article[^>]*?) data-hash="[^"]*"/, '$1')
+      .replace(/<script type="application\/json" id="cairn-data">[\s\S]*?<\/script>/, '');
+    return { list: list, html: list.map(function (n) { return n.outerHTML; }), shape: shape.join(' '), rest: rest };
+  }
+  // same: the script data id is the same in both, apart from the runbook's
+  // hash.
+  function same(id, a, b) {
+    function data(d) {
+      var x = d.getElementById(id);
+      if (!x) return null;
+      try { var v = JSON.parse(x.textContent); if (v && typeof v === 'object') delete v.hash; return JSON.stringify(v); } catch (e) { return x.textContent; }
+    }
+    return data(a) === data(b);
+  }
+  var served = parts(document.querySelector('main'));
+  function here() {
+    var p = location.pathname.replace(/^\//, '');
+    return (p === '' || /\/$/.test(p)) ? p + 'index.html' : p;
+  }
+  function patch() {
+    return fetch(location.pathname, { cache: 'no-store' }).then(function (r) {
+      if (!r.ok) throw new Error(r.status);
+      return r.text();
+    }).then(function (text) {
+      var doc = new DOMParser().parseFromString(text, 'text/html');
+      var next = parts(doc.querySelector('main'));
+      // Why a page reloaded instead stays for the reloaded page to tell
+      // (sessionStorage cairn:patch-miss), for whoever wonders.
+      function miss(why) { try { sessionStorage.setItem('cairn:patch-miss', why); } catch (e) {} return false; }
+      if (!served || !next) return miss('not a runbook page');
+      if (next.shape !== served.shape) return miss('parts added, removed or moved');
+      if (next.rest !== served.rest || doc.title !== document.title) return miss('outside the content');
+      if (!same('cairn-data', doc, document) || !same('cairn-copy', doc, document)) return miss('blocks or parameters');
+      var swaps = [];
+      for (var i = 0; i < next.list.length; i++) {
+        if (next.html[i] === served.html[i]) continue;
+        if (served.list[i].matches(LIVE) || served.list[i].querySelector(LIVE) || next.list[i].matches(LIVE) || next.list[i].querySelector(LIVE)) return miss('a live part: ' + next.list[i].tagName);
+        swaps.push(i);
+      }
+      var art = document.querySelector('main article[data-hash]'), nart = doc.querySelector('main article[data-hash]');
+      if (art && nart) art.setAttribute('data-hash', nart.getAttribute('data-hash'));
+      var dt = document.getElementById('cairn-data'), ndt = doc.getElementById('cairn-data');
+      if (dt && ndt) dt.textContent = ndt.textContent;
+      swaps.forEach(function (i) {
+        var n = document.importNode(next.list[i], true);
+        served.list[i].replaceWith(n);
+        served.list[i] = n;
+        served.html[i] = next.html[i];
+      });
+      document.documentElement.setAttribute('data-patched', String((+document.documentElement.getAttribute('data-patched') || 0) + 1));
+      return true;
+    });
+  }
   var es = new EventSource('/_cairn/events');
   es.onmessage = function (e) {
     var m = JSON.parse(e.data);
-    if (m.type === 'reload') { location.reload(); }
+    if (m.type === 'reload') {
+      if (m.pages && m.pages.indexOf(here()) < 0) return; // this page was not made again
+      if (!m.pages) { location.reload(); return; }
+      patch().then(function (ok) { if (!ok) location.reload(); }, function () { location.reload(); });
+    }
     else if (m.type === 'errors') { show(m.errors); }
   };
 })();

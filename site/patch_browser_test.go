@@ -1,0 +1,82 @@
+package site_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/cairn-dev/cairn/sandbox/testrig"
+)
+
+// TestBrowserEditPatchesPage: under the dev server, an edit of a runbook's
+// prose patches the open page in place (no reload: a value typed into the
+// form, the scroll position and a mark left on the window stay); an edit
+// of another runbook leaves the page alone; an edit of a code block, which
+// the page's scripts bring to life, reloads it.
+func TestBrowserEditPatchesPage(t *testing.T) {
+	dir := t.TempDir()
+	page := func(prose, code string) string {
+		return "---\ntitle: 패치\nparams:\n  - name: NAME\n    default: world\n---\n\n" +
+			"## 첫 단계 {#one}\n\n" + prose + "\n\n```bash {#hello target=local}\necho " + code + " $NAME\n```\n\n" +
+			strings.Repeat("긴 설명 문단이에요. 화면을 넘길 만큼 길어요.\n\n", 60) +
+			"## 둘째 단계 {#two}\n\n끝 문단이에요.\n"
+	}
+	a, other := filepath.Join(dir, "a.md"), filepath.Join(dir, "b.md")
+	writeFile(t, a, page("처음 문장이에요.", "hello"))
+	writeFile(t, other, runbookMD("다른 것", "## 하나 {#x}\n\n다른 문서.\n"))
+	base, updates := devServer(t, dir)
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-updates:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no rebuild after %s", what)
+		}
+	}
+	bctx := testrig.Browser(t)
+	pg := testrig.NewPage(t, bctx, 2*time.Minute, &strings.Builder{},
+		`document.documentElement.getAttribute("data-patched") + " " + sessionStorage.getItem("cairn:patch-miss")`)
+	pg.Run("open the page", chromedp.Navigate(base+"a/"))
+	pg.Poll("the page is set up", `window.Cairn && Cairn.ready`, 20*time.Second)
+	pg.Eval(`(Cairn.setParam("NAME", "typed"), window.scrollTo(0, 900), window.__mark = "kept", "")`)
+	pg.Poll("scrolled", `window.scrollY > 800`, 5*time.Second)
+
+	writeFile(t, a, page("고친 문장이에요.", "hello"))
+	wait("the prose edit")
+	pg.Poll("the edit shows", `document.querySelector("#one").textContent.indexOf("고친 문장이에요.") >= 0`, 10*time.Second)
+	if why := pg.Eval(`String(sessionStorage.getItem("cairn:patch-miss"))`); why != "null" {
+		t.Errorf("the page reloaded instead of patching: %s", why)
+	}
+	if got := pg.Eval(`[document.documentElement.getAttribute("data-patched"), window.__mark, Cairn.values().NAME, String(window.scrollY > 800)].join(" ")`); got != "1 kept typed true" {
+		t.Errorf("after a prose edit: patched, mark, value, scrolled = %q; want the page patched in place (1 kept typed true)", got)
+	}
+	if got := pg.Eval(`document.querySelector("#block-hello pre").textContent`); !strings.Contains(got, "typed") {
+		t.Errorf("the code block no longer shows the typed value: %q", got)
+	}
+
+	writeFile(t, other, runbookMD("다른 것", "## 하나 {#x}\n\n다른 문서, 고침.\n"))
+	wait("the other runbook's edit")
+	time.Sleep(500 * time.Millisecond) // a reload would have begun
+	if got := pg.Eval(`String(window.__mark) + " " + document.documentElement.getAttribute("data-patched")`); got != "kept 1" {
+		t.Errorf("after another runbook's edit: %q, want the page untouched (kept 1)", got)
+	}
+
+	writeFile(t, a, page("고친 문장이에요.", "goodbye"))
+	wait("the code edit")
+	// The reload cuts a poll short: ask again until the new page answers.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`!window.__mark && !!window.Cairn && !!Cairn.ready && document.querySelector("#block-hello pre").textContent.indexOf("goodbye") >= 0`))
+		if err == nil && v {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not reload with the new code: %v", err)
+		}
+	}
+	if why := pg.Eval(`String(sessionStorage.getItem("cairn:patch-miss"))`); why != "blocks or parameters" {
+		t.Errorf("the reload's reason: %q, want the blocks changed (the code block's hash)", why)
+	}
+}
