@@ -119,16 +119,16 @@ type entry struct {
 
 // Result is what a build produced.
 type Result struct {
-	Files       map[string][]byte  // site-relative path -> content (nil from BuildTo)
-	Written     int                // files made
-	Runbooks    []*runbook.Runbook // the good runbooks, in navigation order (nil from BuildTo)
-	Pages       int                // runbook pages (the good runbooks)
-	Steps       int
-	Rendered    int // pages rendered in this build (all on a full build)
+	Files    map[string][]byte  // site-relative path -> content (nil from BuildTo)
+	Written  int                // files made
+	Runbooks []*runbook.Runbook // the good runbooks, in navigation order (nil from BuildTo)
+	Pages    int                // runbook pages (the good runbooks)
+	Steps    int
+	Rendered int // pages rendered in this build (all on a full build)
 	// RenderedNames are the HTML files rendered in this build, runbook
 	// pages and the index and 404 page when they were made again.
 	RenderedNames []string
-	Diagnostics runbook.Diagnostics
+	Diagnostics   runbook.Diagnostics
 	// Warnings are what the runbooks' parsing read past; they never stop
 	// a build (cairn build --strict makes them).
 	Warnings runbook.Diagnostics
