@@ -178,15 +178,6 @@ func (tm *terminal) String() string {
 // run that would start beside Cilium waits for it.
 var building sync.RWMutex
 
-// buildOne keeps two kubeadm runs from building their clusters at the same
-// time (sandbox up until kube-system pods are ready; taken before building,
-// so a run waiting here holds nothing the Cilium run waits for). Two
-// clusters joining at once beside the other packages' tests starved the
-// joins in CI (the worker's TLS bootstrap timed out at load 35); a build
-// alone is faster, and the other run's later phases (CCM, fan-out) overlap
-// it instead.
-var buildOne sync.Mutex
-
 // With exported, the run is the air-gapped site's: the kubeadm script of
 // the offline bundle, with bash alone, its images from the bundle's OCI
 // layout; its signed results are compared with cairn run's verdicts.
@@ -201,11 +192,9 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported,
 		}
 	})
 	phase := func(what string, since time.Time) { t.Logf("phase %-28s %6.1fs", what, time.Since(since).Seconds()) }
-	buildOne.Lock()
-	phase("waiting for another build", start)
 	building.RLock()
 	var doneBuilding sync.Once
-	built := func() { doneBuilding.Do(func() { building.RUnlock(); buildOne.Unlock() }) }
+	built := func() { doneBuilding.Do(building.RUnlock) }
 	defer built()
 	phase("waiting for the Cilium run", start)
 	dir := t.TempDir()
