@@ -29,7 +29,9 @@ const md = "---\ntitle: t\nslug: demo\nparams:\n  - name: V\n    default: hi\n--
 	"```bash {#echo target=local expect.contains=\"hi\"}\nprintf '%s\\n' \"$V\"; touch \"$CAIRN_MARKER\"\n```\n\n" +
 	"```bash {#danger target=local confirm=true}\ntouch \"$CAIRN_MARKER\"\n```\n\n" +
 	"```bash {#long target=local timeout=30s}\nsleep 20\n```\n\n" +
-	"```bash {#live target=local concurrent=true timeout=60s}\nsleep 30\n```\n"
+	// live outlasts any test that needs it running (the test cancels it):
+	// 205 runs took 30 s at load 20, as long as its old sleep 30.
+	"```bash {#live target=local concurrent=true timeout=10m}\nsleep 600\n```\n"
 
 type fixture struct {
 	srv    *httptest.Server
