@@ -21,10 +21,6 @@ run: deps build
 test: deps test-bins vet
 	$(GO) run ./cmd/cairn check content
 	$(GO) test -count=1 -run '^TestCommonMarkConformance$$' -v ./site | grep '^commonmark:'
-	@# Every test binary first, on both cores while the machine is quiet: go
-	@# test would otherwise link each one in turn, between two packages' runs,
-	@# beside the node tests (30-70 s each at load 20).
-	@tmp=$$(mktemp -d) && $(GO) test -c -o $$tmp/ ./... >/dev/null; rc=$$?; rm -rf $$tmp; exit $$rc
 	$(GO) test -count=1 -timeout 50m ./...
 
 test-unit:
