@@ -45,16 +45,6 @@ type loadJS struct {
 // a static site with gzip (as a host such as Netlify serves them), runs
 // times each, alternating. It returns the two sample sets.
 func firstLoad(ctx context.Context, cairnOut, hugoOut, page string, runs int, out io.Writer) (cairn, hugo []loadSample, err error) {
-	chromium := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chromium = p
-			break
-		}
-	}
-	if chromium == "" {
-		return nil, nil, fmt.Errorf("no chromium on PATH (apt-get install -y chromium)")
-	}
 	type site struct {
 		name, url string
 		samples   *[]loadSample
@@ -75,23 +65,11 @@ func firstLoad(ctx context.Context, cairnOut, hugoOut, page string, runs int, ou
 		sites = append(sites, site{s.name, url + "/" + page + "/", s.samples})
 	}
 
-	profile, err := os.MkdirTemp("", "cairn-bench-chromium-")
+	bctx, stop, err := benchBrowser(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer os.RemoveAll(profile)
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 900)}
-	for _, f := range []string{"headless", "no-sandbox", "disable-gpu", "no-first-run", "disable-background-networking",
-		"disable-component-update", "disable-sync", "disable-extensions"} {
-		opts = append(opts, chromedp.Flag(f, true))
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	if err := chromedp.Do(bctx); err != nil {
-		return nil, nil, fmt.Errorf("chromium: %w", err)
-	}
+	defer stop()
 	once := func(url, page string) (loadSample, error) {
 		tctx, cancel := chromedp.NewContext(bctx)
 		defer cancel()
@@ -149,6 +127,37 @@ func firstLoad(ctx context.Context, cairnOut, hugoOut, page string, runs int, ou
 		}
 	}
 	return cairn, hugo, nil
+}
+
+// benchBrowser starts a headless Chromium with a fresh profile.
+func benchBrowser(ctx context.Context) (context.Context, func(), error) {
+	chromium := ""
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			chromium = p
+			break
+		}
+	}
+	if chromium == "" {
+		return nil, nil, fmt.Errorf("no chromium on PATH (apt-get install -y chromium)")
+	}
+	profile, err := os.MkdirTemp("", "cairn-bench-chromium-")
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 900)}
+	for _, f := range []string{"headless", "no-sandbox", "disable-gpu", "no-first-run", "disable-background-networking",
+		"disable-component-update", "disable-sync", "disable-extensions"} {
+		opts = append(opts, chromedp.Flag(f, true))
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancel := chromedp.NewContext(allocCtx)
+	stop := func() { cancel(); cancelAlloc(); os.RemoveAll(profile) }
+	if err := chromedp.Do(bctx); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("chromium: %w", err)
+	}
+	return bctx, stop, nil
 }
 
 func kib(b int64) string { return fmt.Sprintf("%.1f KiB", float64(b)/1024) }

@@ -55,7 +55,7 @@ type config struct {
 	skipHugo              bool
 	// The first load of a bundled page (issue 34 §3).
 	loadContent, loadPage string
-	loadRuns              int
+	loadRuns, patchEdits  int
 }
 
 func main() {
@@ -75,6 +75,7 @@ func main() {
 	flag.StringVar(&c.loadContent, "firstload-content", "content", "content folder of the page whose first load is measured in Chromium (\"\": skip)")
 	flag.StringVar(&c.loadPage, "firstload-page", "kubeadm-ha", "the page (a runbook's slug) whose first load is measured")
 	flag.IntVar(&c.loadRuns, "firstload-runs", 9, "cold loads per site, alternating")
+	flag.IntVar(&c.patchEdits, "patch-edits", 10, "edits of the first-load page's prose under cairn serve and hugo server, timed from the write to the words in Chromium (0: skip)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -192,7 +193,16 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 
-	report(out, c, tools, inc, load)
+	var patchC, patchH []patchSample
+	if c.loadContent != "" && c.patchEdits > 0 {
+		fmt.Fprintf(out, "edit → visible: %d edits of a prose line of %s under cairn serve and hugo server, in Chromium\n", c.patchEdits, c.loadPage)
+		patchC, patchH, err = measurePatch(ctx, c, work, hugoBin, out)
+		if err != nil {
+			fmt.Fprintf(out, "edit → visible: not measured: %v\n", err)
+		}
+	}
+
+	report(out, c, tools, inc, load, func() []string { return reportPatch(out, patchC, patchH) })
 	return nil
 }
 
@@ -363,7 +373,7 @@ func inProcessBuilds(ctx context.Context, opts site.Options, n int, out io.Write
 	return nil
 }
 
-func report(out io.Writer, c config, tools []tool, inc *incResult, load *loadResult) {
+func report(out io.Writer, c config, tools []tool, inc *incResult, load *loadResult, more ...func() []string) {
 	fmt.Fprintf(out, "\n%d runbooks × %d steps, %d CPUs, %s, load average %s\n\n", c.n, c.steps, runtime.NumCPU(), runtime.Version(), loadAvg())
 	if c.theme != "" {
 		fmt.Fprintf(out, "cairn theme: %s\n\n", c.theme)
@@ -408,6 +418,9 @@ func report(out io.Writer, c config, tools []tool, inc *incResult, load *loadRes
 		missed = append(missed, "MISSED: no incremental rebuild was measured")
 	}
 	missed = append(missed, load.report(out, c.loadPage)...)
+	for _, f := range more {
+		missed = append(missed, f()...)
+	}
 	fmt.Fprintln(out)
 	if len(missed) == 0 {
 		fmt.Fprintln(out, "all targets met")
