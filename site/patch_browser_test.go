@@ -64,6 +64,24 @@ func TestBrowserEditPatchesPage(t *testing.T) {
 		t.Errorf("after another runbook's edit: %q, want the page untouched (kept 1)", got)
 	}
 
+	// Another runbook's new title changes the navigation on this page too.
+	writeFile(t, other, runbookMD("다른 이름", "## 하나 {#x}\n\n다른 문서, 고침.\n"))
+	wait("the other runbook's new title")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`!window.__mark && !!window.Cairn && !!Cairn.ready && document.getElementById("sidebar").textContent.indexOf("다른 이름") >= 0`))
+		if err == nil && v {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not reload with the new navigation: %v", err)
+		}
+	}
+	// (The pager names the neighbour too, so either reason may come first.)
+	if why := pg.Eval(`String(sessionStorage.getItem("cairn:patch-miss"))`); why != "the navigation" && why != "outside the content" {
+		t.Errorf("the reload's reason: %q, want the navigation (or the pager)", why)
+	}
+	pg.Eval(`(window.__mark = "kept", "")`)
+
 	writeFile(t, a, page("고친 문장이에요.", "goodbye"))
 	wait("the code edit")
 	// The reload cuts a poll short: ask again until the new page answers.

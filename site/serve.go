@@ -599,7 +599,10 @@ const liveJS = `(function () {
     }
     return data(a) === data(b);
   }
-  var served = parts(document.querySelector('main'));
+  // The navigation lies outside main: another runbook's new title or
+  // steps change it on every page.
+  function navOf(d) { var n = d.getElementById('sidebar'); return n ? n.outerHTML : ''; }
+  var served = parts(document.querySelector('main')), servedNav = navOf(document);
   function here() {
     var p = location.pathname.replace(/^\//, '');
     return (p === '' || /\/$/.test(p)) ? p + 'index.html' : p;
@@ -617,6 +620,7 @@ const liveJS = `(function () {
       if (!served || !next) return miss('not a runbook page');
       if (next.shape !== served.shape) return miss('parts added, removed or moved');
       if (next.rest !== served.rest || doc.title !== document.title) return miss('outside the content');
+      if (navOf(doc) !== servedNav) return miss('the navigation');
       if (!same('cairn-data', doc, document) || !same('cairn-copy', doc, document)) return miss('blocks or parameters');
       var swaps = [];
       for (var i = 0; i < next.list.length; i++) {
