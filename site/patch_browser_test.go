@@ -39,6 +39,21 @@ func TestBrowserEditPatchesPage(t *testing.T) {
 	bctx := testrig.Browser(t)
 	pg := testrig.NewPage(t, bctx, 2*time.Minute, &strings.Builder{},
 		`document.documentElement.getAttribute("data-patched") + " " + sessionStorage.getItem("cairn:patch-miss")`)
+	// reloaded waits until a new page (the mark gone) is set up and js is
+	// true: the reload cuts a poll short, so it asks again until the new
+	// page answers.
+	reloaded := func(what, js string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`!window.__mark && !!window.Cairn && !!Cairn.ready && (`+js+`)`))
+			if err == nil && v {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the page did not reload %s: %v", what, err)
+			}
+		}
+	}
 	pg.Run("open the page", chromedp.Navigate(base+"a/"))
 	pg.Poll("the page is set up", `window.Cairn && Cairn.ready`, 20*time.Second)
 	pg.Eval(`(Cairn.setParam("NAME", "typed"), window.scrollTo(0, 900), window.__mark = "kept", "")`)
@@ -67,15 +82,7 @@ func TestBrowserEditPatchesPage(t *testing.T) {
 	// Another runbook's new title changes the navigation on this page too.
 	writeFile(t, other, runbookMD("다른 이름", "## 하나 {#x}\n\n다른 문서, 고침.\n"))
 	wait("the other runbook's new title")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`!window.__mark && !!window.Cairn && !!Cairn.ready && document.getElementById("sidebar").textContent.indexOf("다른 이름") >= 0`))
-		if err == nil && v {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the page did not reload with the new navigation: %v", err)
-		}
-	}
+	reloaded("with the new navigation", `document.getElementById("sidebar").textContent.indexOf("다른 이름") >= 0`)
 	// (The pager names the neighbour too, so either reason may come first.)
 	if why := pg.Eval(`String(sessionStorage.getItem("cairn:patch-miss"))`); why != "the navigation" && why != "outside the content" {
 		t.Errorf("the reload's reason: %q, want the navigation (or the pager)", why)
@@ -84,16 +91,7 @@ func TestBrowserEditPatchesPage(t *testing.T) {
 
 	writeFile(t, a, page("고친 문장이에요.", "goodbye"))
 	wait("the code edit")
-	// The reload cuts a poll short: ask again until the new page answers.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`!window.__mark && !!window.Cairn && !!Cairn.ready && document.querySelector("#block-hello pre").textContent.indexOf("goodbye") >= 0`))
-		if err == nil && v {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the page did not reload with the new code: %v", err)
-		}
-	}
+	reloaded("with the new code", `document.querySelector("#block-hello pre").textContent.indexOf("goodbye") >= 0`)
 	if why := pg.Eval(`String(sessionStorage.getItem("cairn:patch-miss"))`); why != "blocks or parameters" {
 		t.Errorf("the reload's reason: %q, want the blocks changed (the code block's hash)", why)
 	}
