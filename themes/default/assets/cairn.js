@@ -1440,11 +1440,15 @@
     doc.head.appendChild(s);
   }
   Cairn.loadExecutor = loadExecutor;
+  // Cairn.servedHere(): a local executor (cairn serve) serves this page;
+  // executor.js asks too.
+  Cairn.servedHere = function () {
+    return location.protocol === "http:" && /^(127\.|localhost$|\[::1\]$)/.test(location.hostname);
+  };
   function initExecutor() {
     var paired = false;
     try { paired = !!sessionStorage.getItem("cairn:executor"); } catch (e) {}
-    var own = location.protocol === "http:" && /^(127\.|localhost$|\[::1\]$)/.test(location.hostname);
-    if (paired || own || html.getAttribute("data-executor") || location.hash.indexOf("cairn-token=") >= 0) {
+    if (paired || Cairn.servedHere() || html.getAttribute("data-executor") || location.hash.indexOf("cairn-token=") >= 0) {
       loadExecutor();
       return;
     }

@@ -802,7 +802,7 @@
   function connect() {
     readPairing();
     conf = pairing();
-    var own = location.protocol === "http:" && /^(127\.|localhost$|\[::1\]$)/.test(location.hostname);
+    var own = window.Cairn.servedHere(); // cairn.js loads this file
     if (!conf) {
       if (own) {
         pill("off", T("exec_not_paired", "Not paired with the executor"));
