@@ -3,6 +3,7 @@ package site
 import (
 	"bytes"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -43,8 +44,12 @@ func acceptsGzip(r *http.Request) bool {
 		if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
 			continue
 		}
-		q := strings.ReplaceAll(params, " ", "")
-		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q=")
+		if !ok {
+			return true
+		}
+		w, err := strconv.ParseFloat(q, 64)
+		return err != nil || w > 0
 	}
 	return false
 }
