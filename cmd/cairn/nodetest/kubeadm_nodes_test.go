@@ -376,13 +376,24 @@ func runKubeadmOnNodes(t *testing.T, topo, dist string, etcdHosts int, exported,
 	}
 	t.Logf("%s/%s: %d blocks ran for real (all verified) of %d executable non-manual blocks in the runbook", topo, dist, len(ran), executable)
 
-	// The cluster the runbook built, read from cp0.
+	// The cluster the runbook built, read from cp0. Right after the last
+	// join the API server behind the load balancer can be too busy to
+	// finish a TLS handshake on this 2-core machine (CI saw "TLS handshake
+	// timeout" once): a read is retried for up to 2 minutes, and only an
+	// API server that stays unreachable fails the test.
 	kc := func(args string) string {
-		out, err := onNode(inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf "+args, time.Minute)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", args, err, out)
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			out, err := onNode(inv.SSHConfig, "cp0", "kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 20s "+args, time.Minute)
+			if err == nil {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("kubectl %s: %v\n%s", args, err, out)
+			}
+			t.Logf("kubectl %s: %v (retrying): %s", args, err, strings.TrimSpace(out))
+			time.Sleep(5 * time.Second)
 		}
-		return string(out)
 	}
 	nodes := kc("get nodes --no-headers")
 	for _, n := range []string{"cp0", "cp1", "cp2", "w0"} {
