@@ -49,6 +49,7 @@ fuzz:
 
 ## bench: time cairn build against Hugo on 1,000 generated runbooks, and incremental rebuilds (not part of test)
 bench: build
+	@scripts/ci-deps.sh --bench || echo "make: the bench's peers (pssh, ansible) could not be installed (run as root); the fan-out compares fewer tools"
 	$(GO) run ./bench --cairn $(BIN)
 	@echo
 	@echo "executor: request to first output, 100 MB streamed to an SSE client (throughput, peak heap), and the heap"

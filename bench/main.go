@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +57,17 @@ type config struct {
 	// The first load of a bundled page (issue 34 §3).
 	loadContent, loadPage string
 	loadRuns, patchEdits  int
+	// One block on N SSH hosts (issue 34 §4).
+	fanHosts string
+	fanRuns  int
+	// only names the parts to measure (all when empty).
+	only map[string]bool
 }
+
+// benchParts are the parts -only can name, in the order they run.
+var benchParts = []string{"build", "incremental", "firstload", "patch", "fanout"}
+
+func (c config) want(part string) bool { return len(c.only) == 0 || c.only[part] }
 
 func main() {
 	var c config
@@ -76,7 +87,23 @@ func main() {
 	flag.StringVar(&c.loadPage, "firstload-page", "kubeadm-ha", "the page (a runbook's slug) whose first load is measured")
 	flag.IntVar(&c.loadRuns, "firstload-runs", 9, "cold loads per site, alternating")
 	flag.IntVar(&c.patchEdits, "patch-edits", 10, "edits of the first-load page's prose under cairn serve and hugo server, timed from the write to the words in Chromium (0: skip)")
+	flag.StringVar(&c.fanHosts, "fanout-hosts", "1,10,100", "host counts for the fan-out comparison (cairn run, parallel-ssh, ansible; \"\": skip)")
+	flag.IntVar(&c.fanRuns, "fanout-runs", 3, "timed runs per tool and host count, alternating")
+	onlyFlag := flag.String("only", "", "measure only these parts, comma-separated: "+strings.Join(benchParts, ", ")+" (default: all)")
 	flag.Parse()
+	for _, p := range strings.Split(*onlyFlag, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(benchParts, p) {
+			fmt.Fprintf(os.Stderr, "bench: -only %q: unknown part %q (known: %s)\n", *onlyFlag, p, strings.Join(benchParts, ", "))
+			os.Exit(2)
+		}
+		if c.only == nil {
+			c.only = map[string]bool{}
+		}
+		c.only[p] = true
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -121,7 +148,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	var hugoBin, hugoVer, hugoSrc string
-	if !c.skipHugo {
+	if !c.skipHugo && (c.want("build") || c.want("firstload") || c.want("patch")) {
 		hugoBin, hugoVer, err = ensureHugo(ctx, c.hugo, c.hugoVer, out)
 		if err != nil {
 			fmt.Fprintf(out, "hugo: not available (%v); timing cairn only\n", err)
@@ -150,12 +177,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return cmd
 		}})
 	}
-	fmt.Fprintf(out, "timing full builds: 1 warm-up + %d runs per tool, alternating\n", c.runs)
-	if err := timeBuilds(ctx, tools, c.runs, out); err != nil {
-		return err
-	}
-	if err := checkOutputs(work, len(paths), st, hugoBin != "", out); err != nil {
-		return err
+	if c.want("build") {
+		fmt.Fprintf(out, "timing full builds: 1 warm-up + %d runs per tool, alternating\n", c.runs)
+		if err := timeBuilds(ctx, tools, c.runs, out); err != nil {
+			return err
+		}
+		if err := checkOutputs(work, len(paths), st, hugoBin != "", out); err != nil {
+			return err
+		}
 	}
 
 	var prof *os.File
@@ -172,10 +201,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 
-	fmt.Fprintf(out, "timing incremental rebuilds under the dev server: %d edits\n", c.edits)
-	incOpts := siteOptions(content, c.theme)
-	incOpts.Dev = true
-	inc, err := incremental(ctx, incOpts, paths, c.edits, out)
+	var inc *incResult
+	if c.want("incremental") {
+		fmt.Fprintf(out, "timing incremental rebuilds under the dev server: %d edits\n", c.edits)
+		incOpts := siteOptions(content, c.theme)
+		incOpts.Dev = true
+		inc, err = incremental(ctx, incOpts, paths, c.edits, out)
+	}
 	if prof != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintf(out, "cpu profile: %s (go tool pprof -top %s)\n", c.cpuProfile, c.cpuProfile)
@@ -185,7 +217,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	var load *loadResult
-	if c.loadContent != "" {
+	if c.loadContent != "" && c.want("firstload") {
 		fmt.Fprintf(out, "first load of %s in Chromium (cache off, gzip as a static host serves it): %d cold loads per site, alternating\n", c.loadPage, c.loadRuns)
 		load, err = measureFirstLoad(ctx, c, work, cairnBin, hugoBin, out)
 		if err != nil {
@@ -194,7 +226,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	var patchC, patchH []patchSample
-	if c.loadContent != "" && c.patchEdits > 0 {
+	if c.loadContent != "" && c.patchEdits > 0 && c.want("patch") {
 		fmt.Fprintf(out, "edit → visible: %d edits of a prose line of %s under cairn serve and hugo server, in Chromium\n", c.patchEdits, c.loadPage)
 		patchC, patchH, err = measurePatch(ctx, c, work, hugoBin, out)
 		if err != nil {
@@ -202,8 +234,45 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 
-	report(out, c, tools, inc, load, func() []string { return reportPatch(out, patchC, patchH) })
+	var fan *fanResult
+	if sizes, err := hostCounts(c.fanHosts); err != nil {
+		return err
+	} else if len(sizes) > 0 && c.want("fanout") {
+		fmt.Fprintf(out, "fan-out: one `sleep 1` block on %s hosts: cairn run, parallel-ssh, ansible, %d runs each, alternating\n", c.fanHosts, c.fanRuns)
+		if fan, err = measureFanOut(ctx, sizes, c.fanRuns, work, cairnBin, out); err != nil {
+			fmt.Fprintf(out, "fan-out: not measured: %v\n", err)
+		}
+	}
+
+	report(out, c, tools, inc, load, func() []string {
+		if !c.want("patch") {
+			return nil
+		}
+		return reportPatch(out, patchC, patchH)
+	},
+		func() []string {
+			if fan == nil && c.want("fanout") && c.fanHosts != "" {
+				return []string{"MISSED: the fan-out was not measured (see above)"}
+			}
+			return reportFanOut(out, fan)
+		})
 	return nil
+}
+
+// hostCounts reads -fanout-hosts: host counts, comma-separated.
+func hostCounts(s string) ([]int, error) {
+	var n []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("-fanout-hosts %q: %q is not a host count", s, f)
+		}
+		n = append(n, v)
+	}
+	return n, nil
 }
 
 func siteOptions(content, theme string) site.Options {
@@ -379,10 +448,33 @@ func report(out io.Writer, c config, tools []tool, inc *incResult, load *loadRes
 		fmt.Fprintf(out, "cairn theme: %s\n\n", c.theme)
 	}
 	var missed []string
-	if len(tools[0].times) == 0 {
+	switch {
+	case !c.want("build"):
+	case len(tools[0].times) == 0:
 		fmt.Fprintln(out, "no timed runs (-runs 0)")
 		return
+	default:
+		missed = append(missed, reportBuild(out, tools)...)
 	}
+	if c.want("incremental") {
+		missed = append(missed, reportIncremental(out, inc)...)
+	}
+	if c.want("firstload") {
+		missed = append(missed, load.report(out, c.loadPage)...)
+	}
+	for _, f := range more {
+		missed = append(missed, f()...)
+	}
+	fmt.Fprintln(out)
+	if len(missed) == 0 {
+		fmt.Fprintln(out, "all targets met")
+	}
+	for _, m := range missed {
+		fmt.Fprintln(out, m)
+	}
+}
+
+func reportBuild(out io.Writer, tools []tool) (missed []string) {
 	fmt.Fprintf(out, "%-26s %5s %10s %10s %10s %12s %12s\n", "", "runs", "median", "min", "max", "median cpu", "peak RSS")
 	for _, t := range tools {
 		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s %12s %12s\n", t.name, len(t.times), ms(median(t.times)), ms(slices.Min(t.times)), ms(slices.Max(t.times)), ms(median(t.cpu)), mib(slices.Max(t.rss)))
@@ -403,6 +495,10 @@ func report(out io.Writer, c config, tools []tool, inc *incResult, load *loadRes
 	} else {
 		missed = append(missed, "MISSED: no Hugo to compare with; the ratio target is unchecked")
 	}
+	return missed
+}
+
+func reportIncremental(out io.Writer, inc *incResult) (missed []string) {
 	if inc != nil && len(inc.latency) > 0 {
 		fmt.Fprintf(out, "%-26s %5d %10s %10s %10s   target < %s\n", "incremental write→OnUpdate", len(inc.latency),
 			ms(median(inc.latency)), ms(slices.Min(inc.latency)), ms(slices.Max(inc.latency)), ms(targetIncremental))
@@ -417,17 +513,7 @@ func report(out io.Writer, c config, tools []tool, inc *incResult, load *loadRes
 	} else {
 		missed = append(missed, "MISSED: no incremental rebuild was measured")
 	}
-	missed = append(missed, load.report(out, c.loadPage)...)
-	for _, f := range more {
-		missed = append(missed, f()...)
-	}
-	fmt.Fprintln(out)
-	if len(missed) == 0 {
-		fmt.Fprintln(out, "all targets met")
-	}
-	for _, m := range missed {
-		fmt.Fprintln(out, m)
-	}
+	return missed
 }
 
 // loadAvg is the 1, 5 and 15 minute load average: other work on the machine

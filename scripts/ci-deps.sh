@@ -14,11 +14,16 @@
 # clang-19 (what the sandbox's cilium-agent compiles its datapath with: LLVM 19,
 # the release cilium v1.20's own image carries), skopeo (reads the offline
 # bundle's OCI image layout in the tests, as a site would).
+# With --bench it adds what `make bench` compares against: pssh (parallel-ssh)
+# and ansible, for the fan-out.
 # It is idempotent: packages already installed are left alone, and apt-get runs
 # only when something is missing. Run as root (CI runs as root).
 set -euo pipefail
 
 want=(openssh-server openssh-client iproute2 util-linux chromium shellcheck ca-certificates sudo haproxy netcat-openbsd curl nftables openssl containerd runc containernetworking-plugins tini iptables gcc libc6-dev clang-19 skopeo)
+if [[ ${1:-} == --bench ]]; then
+  want+=(pssh ansible)
+fi
 
 missing=()
 for p in "${want[@]}"; do

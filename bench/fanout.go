@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairn-dev/cairn/sandbox"
+)
+
+// Targets from issue 34 §4: one block on 100 SSH hosts.
+const (
+	targetFanPssh = 0.5 // cairn run at 100 hosts ≤ 0.5× parallel-ssh's time
+	targetFanOne  = 1.5 // and ≤ 1.5× cairn run on one host
+)
+
+// fanBook is the runbook the fan-out bench runs: `sleep 1` on every host of
+// HOSTS at once. parallel= is honoured as written (up to the runner's
+// ceiling), so one wave.
+const fanBook = "---\ntitle: fan-out bench\nparams:\n  - name: HOSTS\n    type: hosts\n---\n\n# Fan-out\n\n## Everywhere {#everywhere}\n\n" +
+	"```bash {#fan target=ssh hosts=HOSTS parallel=1024}\nsleep 1\n```\n"
+
+// fanTool is one way to run `sleep 1` on a list of hosts.
+type fanTool struct {
+	name string
+	cmd  func(ctx context.Context, hosts []string) *exec.Cmd
+}
+
+// fanSample is one run of a tool over n hosts.
+type fanSample struct {
+	wall time.Duration
+	rss  int64 // peak RSS of the tool's own process (not its children)
+}
+
+type fanRow struct {
+	hosts   int
+	samples map[string][]fanSample // by tool name
+}
+
+type fanResult struct {
+	tools []string
+	rows  []fanRow
+	up    time.Duration
+}
+
+// measureFanOut starts max(sizes) sshd hosts on loopback (the sandbox's own
+// hosts, in a state folder of the bench's own), and times `cairn run` of
+// one `sleep 1` block on the first n of them against parallel-ssh and
+// Ansible's raw module (when installed) doing the same, for each n in
+// sizes: one warm-up each, then runs, alternating the tools. Each tool gets
+// the same ssh_config, key and known_hosts, and no ssh-agent.
+func measureFanOut(ctx context.Context, sizes []int, runs int, work, cairnBin string, out io.Writer) (*fanResult, error) {
+	n := slices.Max(sizes)
+	var specs []sandbox.HostSpec
+	for i := range n {
+		specs = append(specs, sandbox.HostSpec{Name: fmt.Sprintf("h%d", i), Groups: []string{"fan"}})
+	}
+	dir := filepath.Join(work, "fanout")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	// Starting the hosts is not what is measured; on 2 cores 100 sshd
+	// take a while.
+	upCtx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	sb, err := sandbox.Up(upCtx, sandbox.Options{StateDir: filepath.Join(dir, "sb"), NoKube: true, Network: sandbox.NetworkLoopback,
+		Hosts: specs, DieWithParent: true})
+	if err != nil {
+		return nil, fmt.Errorf("starting %d sshd hosts: %w", n, err)
+	}
+	defer sb.Down(context.Background())
+	res := &fanResult{up: time.Since(start)}
+	fmt.Fprintf(out, "  %d sshd hosts on loopback up in %s\n", n, res.up.Round(time.Millisecond))
+	inv := sb.Inventory()
+
+	book := filepath.Join(dir, "fan.md")
+	if err := os.WriteFile(book, []byte(fanBook), 0o644); err != nil {
+		return nil, err
+	}
+	env := noAgent(os.Environ())
+	tools := []fanTool{{name: "cairn run", cmd: func(ctx context.Context, hosts []string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, cairnBin, "run", book, "--content", dir, "--block", "fan", "--yes", "--sandbox", "no",
+			"--param", "HOSTS="+strings.Join(hosts, " "), "--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts,
+			"--identity", inv.IdentityFile, "--journal", filepath.Join(dir, "journal.db"))
+		cmd.Env = env
+		return cmd
+	}}}
+	if p, err := exec.LookPath("parallel-ssh"); err == nil {
+		tools = append(tools, fanTool{name: "parallel-ssh", cmd: func(ctx context.Context, hosts []string) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, p, "-p", strconv.Itoa(len(hosts)), "-t", "0", "-x", "-F "+inv.SSHConfig,
+				"-H", strings.Join(hosts, " "), "sleep 1")
+			cmd.Env = env
+			return cmd
+		}})
+	} else {
+		fmt.Fprintln(out, "  parallel-ssh: not installed (scripts/bench-deps.sh installs pssh); not compared")
+	}
+	if p, err := exec.LookPath("ansible"); err == nil {
+		// Ansible's own settings only: an empty configuration file, so
+		// that no ansible.cfg of the reader's changes what is timed.
+		ansibleTmp := filepath.Join(dir, "ansible")
+		if err := os.MkdirAll(ansibleTmp, 0o755); err != nil {
+			return nil, err
+		}
+		ansibleCfg := filepath.Join(ansibleTmp, "ansible.cfg")
+		if err := os.WriteFile(ansibleCfg, nil, 0o644); err != nil {
+			return nil, err
+		}
+		tools = append(tools, fanTool{name: "ansible -m raw", cmd: func(ctx context.Context, hosts []string) *exec.Cmd {
+			// ssh_args replaces Ansible's default ControlMaster and
+			// ControlPersist, so a run cannot reuse the last run's
+			// connections; raw runs the command as it is, no Python
+			// module copied to the host.
+			cmd := exec.CommandContext(ctx, p, "all", "-i", strings.Join(hosts, ",")+",", "-m", "raw", "-a", "sleep 1",
+				"-f", strconv.Itoa(len(hosts)))
+			cmd.Env = append(env, "ANSIBLE_SSH_ARGS=-F "+inv.SSHConfig, "ANSIBLE_LOCAL_TEMP="+ansibleTmp,
+				"ANSIBLE_HOME="+ansibleTmp, "ANSIBLE_NOCOLOR=1", "ANSIBLE_CONFIG="+ansibleCfg)
+			return cmd
+		}})
+	} else {
+		fmt.Fprintln(out, "  ansible: not installed (scripts/bench-deps.sh installs it); not compared")
+	}
+	for _, t := range tools {
+		res.tools = append(res.tools, t.name)
+	}
+
+	names := inv.Groups["fan"]
+	for _, size := range sizes {
+		row := fanRow{hosts: size, samples: map[string][]fanSample{}}
+		hosts := names[:size]
+		for r := range runs + 1 {
+			for _, t := range tools {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				s, err := fanOnce(ctx, t, hosts)
+				if err != nil {
+					return nil, fmt.Errorf("%d hosts: %w", size, err)
+				}
+				if r == 0 {
+					continue // warm-up: page cache, the journal's creation
+				}
+				row.samples[t.name] = append(row.samples[t.name], s)
+				fmt.Fprintf(out, "  %3d hosts run %d/%d %-16s %s (peak RSS %s)\n", size, r, runs, t.name, ms(s.wall), mib(s.rss))
+			}
+		}
+		res.rows = append(res.rows, row)
+	}
+	return res, nil
+}
+
+func fanOnce(ctx context.Context, t fanTool, hosts []string) (fanSample, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := t.cmd(ctx, hosts)
+	var output strings.Builder
+	cmd.Stdout, cmd.Stderr = &output, &output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	err := cmd.Run()
+	s := fanSample{wall: time.Since(start)}
+	if err != nil {
+		return s, fmt.Errorf("%s on %d hosts: %w\n%s", t.name, len(hosts), err, tail(output.String(), 2000))
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		s.rss = ru.Maxrss << 10
+	}
+	return s, nil
+}
+
+// noAgent is env without an ssh-agent: every tool logs in with the
+// sandbox's key file alone.
+func noAgent(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "SSH_AUTH_SOCK=") })
+}
+
+func walls(s []fanSample) []time.Duration {
+	var d []time.Duration
+	for _, x := range s {
+		d = append(d, x.wall)
+	}
+	return d
+}
+
+// pairRatio is the median of a's run i over b's run i: runs that took
+// turns share whatever load the machine had then.
+func pairRatio(a, b []fanSample) float64 {
+	var r []float64
+	for i := range min(len(a), len(b)) {
+		r = append(r, float64(a[i].wall)/float64(b[i].wall))
+	}
+	if len(r) == 0 {
+		return 0
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
+}
+
+// reportFanOut prints the table and returns the MISSED lines.
+func reportFanOut(out io.Writer, f *fanResult) []string {
+	if f == nil || len(f.rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\none `sleep 1` block on N sshd hosts (loopback, one sshd per host; wall median over runs; peak RSS of the tool's process)\n")
+	fmt.Fprintf(out, "%-6s", "hosts")
+	for _, t := range f.tools {
+		fmt.Fprintf(out, " %22s", t)
+	}
+	for _, t := range f.tools[1:] {
+		fmt.Fprintf(out, " %18s", "cairn/"+strings.Fields(t)[0])
+	}
+	fmt.Fprintln(out)
+	var one time.Duration
+	var missed []string
+	for _, row := range f.rows {
+		fmt.Fprintf(out, "%-6d", row.hosts)
+		for _, t := range f.tools {
+			s := row.samples[t]
+			fmt.Fprintf(out, " %22s", fmt.Sprintf("%s (%s)", ms(median(walls(s))), mib(maxRSS(s))))
+		}
+		c := row.samples[f.tools[0]]
+		for _, t := range f.tools[1:] {
+			fmt.Fprintf(out, " %17.2f×", pairRatio(c, row.samples[t]))
+		}
+		fmt.Fprintln(out)
+		if row.hosts == 1 {
+			one = median(walls(c))
+		}
+		if row.hosts == 100 {
+			if len(f.tools) > 1 && f.tools[1] == "parallel-ssh" {
+				if r := pairRatio(c, row.samples["parallel-ssh"]); r > targetFanPssh {
+					missed = append(missed, fmt.Sprintf("MISSED: cairn run on 100 hosts takes %.2f× parallel-ssh's time; target ≤ %.2f×", r, targetFanPssh))
+				}
+			}
+			if one > 0 {
+				r := float64(median(walls(c))) / float64(one)
+				fmt.Fprintf(out, "cairn run: 100 hosts take %.2f× one host (target ≤ %.2f×)\n", r, targetFanOne)
+				if r > targetFanOne {
+					missed = append(missed, fmt.Sprintf("MISSED: cairn run on 100 hosts takes %.2f× its time on one host; target ≤ %.2f×", r, targetFanOne))
+				}
+			}
+		}
+	}
+	return missed
+}
+
+func maxRSS(s []fanSample) int64 {
+	var m int64
+	for _, x := range s {
+		m = max(m, x.rss)
+	}
+	return m
+}
