@@ -85,6 +85,9 @@ type ComponentStatus struct {
 	Healthy bool
 	Err     string // why not, when not
 	PIDs    []int
+	// Unprobed: out of the status's scope, so only its processes were
+	// checked (Healthy: they are alive).
+	Unprobed bool
 }
 
 // startComponent starts c and waits until it serves, bounded by the

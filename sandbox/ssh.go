@@ -523,7 +523,9 @@ type sshHost struct {
 }
 
 // hostComponent names the component (and process) of host name.
-func hostComponent(name string) string { return "sshd-" + name }
+func hostComponent(name string) string { return hostComponentPrefix + name }
+
+const hostComponentPrefix = "sshd-"
 
 func (s *sshHost) Name() string { return hostComponent(s.h.Name) }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,9 +70,39 @@ func (s Status) Summary() string {
 	return strings.Join(s.Problems, "; ")
 }
 
+// Scope is the part of a sandbox a caller is about to use. A status taken
+// in a scope probes only its components and counts only their problems:
+// `cairn run` of a block on two hosts neither dials the 98 others nor
+// refuses the sandbox because one of them is down. Processes out of scope
+// are still listed, with whether they are alive.
+type Scope struct {
+	// Cluster: the cluster's servers, everything but the SSH hosts' sshd.
+	Cluster bool
+	// Hosts are the SSH hosts used, by name; nil means every host.
+	Hosts []string
+}
+
+// has reports whether component name (a server or a process) is in scope;
+// a nil scope holds everything.
+func (sc *Scope) has(name string) bool {
+	if sc == nil {
+		return true
+	}
+	host, ok := strings.CutPrefix(name, hostComponentPrefix)
+	if !ok {
+		return sc.Cluster
+	}
+	return sc.Hosts == nil || slices.Contains(sc.Hosts, host)
+}
+
 // Status checks every process and probes every component of the sandbox,
 // each probe bounded by a few seconds.
-func (sb *Sandbox) Status(ctx context.Context) Status {
+func (sb *Sandbox) Status(ctx context.Context) Status { return sb.StatusIn(ctx, nil) }
+
+// StatusIn is Status for the components in scope only (nil: all of them).
+// A component out of scope is not probed: it counts as healthy when its
+// processes are alive, and a dead one is not a problem of this status.
+func (sb *Sandbox) StatusIn(ctx context.Context, scope *Scope) Status {
 	sb.mu.Lock()
 	st := sb.state
 	st.Components = append([]componentState(nil), st.Components...)
@@ -88,7 +119,7 @@ func (sb *Sandbox) Status(ctx context.Context) Status {
 		alive := procAlive(p)
 		pids[p.Name] = append(pids[p.Name], p.PID)
 		s.Procs = append(s.Procs, ProcStatus{Name: p.Name, PID: p.PID, Alive: alive, Log: p.Log})
-		if !alive {
+		if !alive && scope.has(p.Name) {
 			s.Problems = append(s.Problems, fmt.Sprintf("%s (pid %d) is not running; see %s", p.Name, p.PID, p.Log))
 		}
 	}
@@ -98,6 +129,10 @@ func (sb *Sandbox) Status(ctx context.Context) Status {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i, c := range st.Components {
+		if !scope.has(c.Name) {
+			errs[i] = sb.procsAlive(c.Name)
+			continue
+		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
@@ -107,10 +142,12 @@ func (sb *Sandbox) Status(ctx context.Context) Status {
 	wg.Wait()
 	healthy := map[string]bool{}
 	for i, c := range st.Components {
-		cs := ComponentStatus{Name: c.Name, Probe: c.Probe, PIDs: pids[c.Name]}
+		cs := ComponentStatus{Name: c.Name, Probe: c.Probe, PIDs: pids[c.Name], Unprobed: !scope.has(c.Name)}
 		if err := errs[i]; err != nil {
 			cs.Err = err.Error()
-			s.Problems = append(s.Problems, c.Name+": "+err.Error())
+			if !cs.Unprobed {
+				s.Problems = append(s.Problems, c.Name+": "+err.Error())
+			}
 		} else {
 			cs.Healthy = true
 		}
@@ -129,13 +166,16 @@ func (sb *Sandbox) Status(ctx context.Context) Status {
 	return s
 }
 
-// Status reports on the sandbox recorded in dir (DefaultStateDir if empty).
-func StatusOf(ctx context.Context, dir string) (Status, error) {
+// StatusOf reports on the sandbox recorded in dir (DefaultStateDir if empty).
+func StatusOf(ctx context.Context, dir string) (Status, error) { return StatusOfIn(ctx, dir, nil) }
+
+// StatusOfIn is StatusOf for the components in scope (nil: all).
+func StatusOfIn(ctx context.Context, dir string, scope *Scope) (Status, error) {
 	sb, err := Open(dir)
 	if err != nil {
 		return Status{}, err
 	}
-	return sb.Status(ctx), nil
+	return sb.StatusIn(ctx, scope), nil
 }
 
 // api is the sandbox's REST client for its apiserver as the admin.

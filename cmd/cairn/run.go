@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-dev/cairn/executor"
 	"github.com/cairn-dev/cairn/runbook"
+	"github.com/cairn-dev/cairn/sandbox"
 )
 
 const runExamples = `  # Run every step of a runbook against the sandbox
@@ -72,6 +73,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return &usageError{cmd: "run", msg: strings.TrimPrefix(err.Error(), executor.ErrSelection.Error()+": ")}
 	}
+	ef.Config.Scope = sandboxScope(p.Blocks, given)
 	x, err := openExecutor(ctx, &ef, contentDir)
 	if err != nil {
 		return err
@@ -169,6 +171,33 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		return fmt.Errorf("%d verified outputs could not be written back to %s (see above)", res.WriteBackFailed, rb.Path)
 	}
 	return nil
+}
+
+// sandboxScope is the part of the sandbox blocks use: the cluster when one
+// of them reaches it, the SSH hosts their host parameters name when each
+// of those was given (else every host: a default or a value the sandbox
+// fills in is known only later). Only these are probed before the run,
+// and only their problems keep the sandbox from being used (#34: a block
+// on 100 hosts waited for every other component's probe).
+func sandboxScope(blocks []*runbook.Block, given map[string]string) *sandbox.Scope {
+	sc := &sandbox.Scope{Hosts: []string{}}
+	for _, b := range blocks {
+		sc.Cluster = sc.Cluster || b.Target.UsesKube()
+		if b.Target != runbook.TargetSSH || sc.Hosts == nil {
+			continue
+		}
+		v, ok := given[b.Hosts]
+		if !ok {
+			sc.Hosts = nil
+			continue
+		}
+		for _, h := range runbook.SplitHosts(v) {
+			if hv, err := runbook.ParseHost(h); err == nil {
+				sc.Hosts = append(sc.Hosts, hv.Host)
+			}
+		}
+	}
+	return sc
 }
 
 // terminal is cairn run's side of a plan: it asks on standard input and

@@ -11,6 +11,7 @@ import (
 	"github.com/cairn-dev/cairn/executor/daemon"
 	"github.com/cairn-dev/cairn/executor/kube"
 	"github.com/cairn-dev/cairn/executor/local"
+	"github.com/cairn-dev/cairn/sandbox"
 )
 
 // Config is where blocks run: the executor flags serve, daemon and run
@@ -34,6 +35,11 @@ type Config struct {
 	// SandboxDir is the sandbox's state folder (default
 	// sandbox.DefaultStateDir()).
 	SandboxDir string
+	// Scope is the part of the sandbox the caller will use (cairn run: its
+	// plan's blocks): only those components are probed, and only their
+	// problems keep the sandbox from being used. Nil: all of it (cairn
+	// serve, whose reader may run any block).
+	Scope *sandbox.Scope
 	// SandboxBuild is a command that builds missing sandbox binaries
 	// before StartSandbox starts one.
 	SandboxBuild string

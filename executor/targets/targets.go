@@ -135,7 +135,7 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 	var st sandbox.Status
 	if cfg.UsesSandbox() {
 		var err error
-		st, err = sandbox.StatusOf(ctx, t.dir)
+		st, err = sandbox.StatusOfIn(ctx, t.dir, cfg.Scope)
 		t.sandbox = viewOf(t.dir, st, err)
 		inv, k = inUse(st, err)
 		if inv != nil {
@@ -401,7 +401,7 @@ func (t *Set) Follow(ctx context.Context, interval time.Duration, say func(strin
 
 func (t *Set) poll(ctx context.Context, say func(string)) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	st, err := sandbox.StatusOf(pctx, t.dir)
+	st, err := sandbox.StatusOfIn(pctx, t.dir, t.cfg.Scope)
 	cancel()
 	if ctx.Err() != nil {
 		return
