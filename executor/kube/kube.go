@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -410,17 +409,52 @@ func (f *valueFiller) err(b *runbook.Block) error {
 	return fmt.Errorf("%w: block %q: %s", executor.ErrBadParam, b.ID, strings.Join(f.problems, "; "))
 }
 
-var (
-	kindArgRe   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9.-]{0,252}$`)
-	namespaceRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	selectorRe  = regexp.MustCompile(`^[A-Za-z0-9._/-]{0,316}$`)
-	countRe     = regexp.MustCompile(`^[0-9]{1,9}$`)
-)
+// The value grammars below are written out, not regular expressions:
+// counted repeats such as {0,316} compile into programs of hundreds of
+// instructions, which cost every cairn command about 700 KB and a few
+// milliseconds at start-up (kube_grammar_test.go holds them to the
+// expressions they replace).
 
-func isKindArg(v string) bool       { return kindArgRe.MatchString(v) }
-func isNamespace(v string) bool     { return namespaceRe.MatchString(v) }
-func isSelectorValue(v string) bool { return selectorRe.MatchString(v) }
-func isCount(v string) bool         { return countRe.MatchString(v) }
+func isAlnumLower(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+func isAlpha(c byte) bool      { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func isDigit(c byte) bool      { return c >= '0' && c <= '9' }
+
+// all reports whether every byte of v passes ok.
+func all(v string, ok func(byte) bool) bool {
+	for i := 0; i < len(v); i++ {
+		if !ok(v[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isKindArg: a kind or resource name, [A-Za-z][A-Za-z0-9.-]{0,252}.
+func isKindArg(v string) bool {
+	return len(v) >= 1 && len(v) <= 253 && isAlpha(v[0]) &&
+		all(v, func(c byte) bool { return isAlpha(c) || isDigit(c) || c == '.' || c == '-' })
+}
+
+// isNamespace: a DNS label, [a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?.
+func isNamespace(v string) bool {
+	return len(v) >= 1 && len(v) <= 63 && isAlnumLower(v[0]) && isAlnumLower(v[len(v)-1]) &&
+		all(v, func(c byte) bool { return isAlnumLower(c) || c == '-' })
+}
+
+// isSelectorValue: one side of a label selector term, [A-Za-z0-9._/-]{0,316}.
+func isSelectorValue(v string) bool {
+	return len(v) <= 316 && all(v, func(c byte) bool { return isAlpha(c) || isDigit(c) || strings.IndexByte("._/-", c) >= 0 })
+}
+
+// isCount: [0-9]{1,9}.
+func isCount(v string) bool { return len(v) >= 1 && len(v) <= 9 && all(v, isDigit) }
+
+// isNodeName: a DNS subdomain, what node names are:
+// [a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?.
+func isNodeName(v string) bool {
+	return len(v) >= 1 && len(v) <= 253 && isAlnumLower(v[0]) && isAlnumLower(v[len(v)-1]) &&
+		all(v, func(c byte) bool { return isAlnumLower(c) || c == '-' || c == '.' })
+}
 
 // isObjectName accepts what the API accepts as one path segment of an
 // object name (RBAC names may hold colons), and nothing that could reach
