@@ -115,7 +115,6 @@ func isWorkload(v string) bool {
 	return ok && isObjectName(n)
 }
 
-
 // isNodeList: node names separated by spaces or commas.
 func isNodeList(v string) bool {
 	for _, n := range runbook.SplitHosts(v) {
