@@ -43,9 +43,11 @@ type fanSample struct {
 type fanRow struct {
 	hosts   int
 	samples map[string][]fanSample // by tool name
+	aliases bool                   // host names over fewer sshd (aliasConfig)
 }
 
 type fanResult struct {
+	sshd  int // sshd hosts started
 	tools []string
 	rows  []fanRow
 	up    time.Duration
@@ -57,7 +59,12 @@ type fanResult struct {
 // Ansible's raw module (when installed) doing the same, for each n in
 // sizes: one warm-up each, then runs, alternating the tools. Each tool gets
 // the same ssh_config, key and known_hosts, and no ssh-agent.
-func measureFanOut(ctx context.Context, sizes []int, runs int, work, cairnBin string, out io.Writer) (*fanResult, error) {
+//
+// With wide > 0, cairn run alone then runs the block on wide host names:
+// aliases in an ssh_config of the bench's, several per sshd (a thousand
+// sshd would not start on 2 cores in reasonable time), each its own TCP
+// connection, SSH handshake and session.
+func measureFanOut(ctx context.Context, sizes []int, wide, runs int, work, cairnBin string, out io.Writer) (*fanResult, error) {
 	n := slices.Max(sizes)
 	var specs []sandbox.HostSpec
 	for i := range n {
@@ -78,7 +85,7 @@ func measureFanOut(ctx context.Context, sizes []int, runs int, work, cairnBin st
 		return nil, fmt.Errorf("starting %d sshd hosts: %w", n, err)
 	}
 	defer sb.Down(context.Background())
-	res := &fanResult{up: time.Since(start)}
+	res := &fanResult{up: time.Since(start), sshd: n}
 	fmt.Fprintf(out, "  %d sshd hosts on loopback up in %s\n", n, res.up.Round(time.Millisecond))
 	inv := sb.Inventory()
 
@@ -163,7 +170,50 @@ func measureFanOut(ctx context.Context, sizes []int, runs int, work, cairnBin st
 		}
 		res.rows = append(res.rows, row)
 	}
+	if wide > 0 {
+		cfg, aliases, err := aliasConfig(inv, wide, filepath.Join(dir, "wide_ssh_config"))
+		if err != nil {
+			return nil, err
+		}
+		t := fanTool{name: "cairn run", cmd: func(ctx context.Context, hosts []string) *exec.Cmd {
+			cmd := tools[0].cmd(ctx, hosts)
+			for i, a := range cmd.Args {
+				if a == inv.SSHConfig {
+					cmd.Args[i] = cfg
+				}
+			}
+			return cmd
+		}}
+		row := fanRow{hosts: wide, samples: map[string][]fanSample{}, aliases: true}
+		for r := range runs + 1 {
+			s, err := fanOnce(ctx, t, aliases)
+			if err != nil {
+				return nil, fmt.Errorf("%d host names: %w", wide, err)
+			}
+			if r == 0 {
+				continue
+			}
+			row.samples[t.name] = append(row.samples[t.name], s)
+			fmt.Fprintf(out, "  %d host names (%d sshd) run %d/%d %-12s %s (peak RSS %s)\n", wide, len(names), r, runs, t.name, ms(s.wall), mib(s.rss))
+		}
+		res.rows = append(res.rows, row)
+	}
 	return res, nil
+}
+
+// aliasConfig writes an ssh_config naming n hosts w0, w1, ... spread over
+// the inventory's hosts in turn, and returns its path and the names.
+func aliasConfig(inv *sandbox.Inventory, n int, path string) (string, []string, error) {
+	var b strings.Builder
+	var names []string
+	for i := range n {
+		h := inv.Hosts[i%len(inv.Hosts)]
+		name := fmt.Sprintf("w%d", i)
+		names = append(names, name)
+		fmt.Fprintf(&b, "Host %s\n  HostName %s\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n",
+			name, h.Address, h.Port, inv.User, inv.IdentityFile, inv.KnownHosts)
+	}
+	return path, names, os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 func fanOnce(ctx context.Context, t fanTool, hosts []string) (fanSample, error) {
@@ -231,16 +281,31 @@ func reportFanOut(out io.Writer, f *fanResult) []string {
 	var one time.Duration
 	var missed []string
 	for _, row := range f.rows {
-		fmt.Fprintf(out, "%-6d", row.hosts)
+		label := strconv.Itoa(row.hosts)
+		if row.aliases {
+			label += "*"
+		}
+		fmt.Fprintf(out, "%-6s", label)
 		for _, t := range f.tools {
 			s := row.samples[t]
+			if len(s) == 0 {
+				fmt.Fprintf(out, " %22s", "—")
+				continue
+			}
 			fmt.Fprintf(out, " %22s", fmt.Sprintf("%s (%s)", ms(median(walls(s))), mib(maxRSS(s))))
 		}
 		c := row.samples[f.tools[0]]
 		for _, t := range f.tools[1:] {
+			if len(row.samples[t]) == 0 {
+				fmt.Fprintf(out, " %22s", "—")
+				continue
+			}
 			fmt.Fprintf(out, " %21.2f×", pairRatio(c, row.samples[t]))
 		}
 		fmt.Fprintln(out)
+		if row.aliases {
+			fmt.Fprintf(out, "  * host names over %d sshd (aliases), cairn run alone\n", f.sshd)
+		}
 		if row.hosts == 1 {
 			one = median(walls(c))
 		}

@@ -59,6 +59,7 @@ type config struct {
 	loadRuns, patchEdits  int
 	// One block on N SSH hosts (issue 34 §4).
 	fanHosts string
+	fanWide  int
 	fanRuns  int
 	// only names the parts to measure (all when empty).
 	only map[string]bool
@@ -88,6 +89,7 @@ func main() {
 	flag.IntVar(&c.loadRuns, "firstload-runs", 9, "cold loads per site, alternating")
 	flag.IntVar(&c.patchEdits, "patch-edits", 10, "edits of the first-load page's prose under cairn serve and hugo server, timed from the write to the words in Chromium (0: skip)")
 	flag.StringVar(&c.fanHosts, "fanout-hosts", "1,10,100", "host counts for the fan-out comparison (cairn run, parallel-ssh, ansible; \"\": skip)")
+	flag.IntVar(&c.fanWide, "fanout-wide", 1000, "then cairn run alone on this many host names spread over the largest -fanout-hosts sshd (0: skip)")
 	flag.IntVar(&c.fanRuns, "fanout-runs", 3, "timed runs per tool and host count, alternating")
 	onlyFlag := flag.String("only", "", "measure only these parts, comma-separated: "+strings.Join(benchParts, ", ")+" (default: all)")
 	flag.Parse()
@@ -239,7 +241,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return err
 	} else if len(sizes) > 0 && c.want("fanout") {
 		fmt.Fprintf(out, "fan-out: one `sleep 1` block on %s hosts: cairn run, parallel-ssh, ansible, %d runs each, alternating\n", c.fanHosts, c.fanRuns)
-		if fan, err = measureFanOut(ctx, sizes, c.fanRuns, work, cairnBin, out); err != nil {
+		if fan, err = measureFanOut(ctx, sizes, c.fanWide, c.fanRuns, work, cairnBin, out); err != nil {
 			fmt.Fprintf(out, "fan-out: not measured: %v\n", err)
 		}
 	}
