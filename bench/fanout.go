@@ -38,6 +38,12 @@ type fanTool struct {
 type fanSample struct {
 	wall time.Duration
 	rss  int64 // peak RSS of the tool's own process (not its children)
+	// cpu is the tool's user and system time with its children's (the
+	// ssh clients of parallel-ssh and Ansible); machine is all the CPU
+	// the machine spent meanwhile, the hosts' sshd, shells and commands
+	// included: on loopback the hosts share these cores, which a real
+	// fleet does not.
+	cpu, machine time.Duration
 }
 
 type fanRow struct {
@@ -165,7 +171,7 @@ func measureFanOut(ctx context.Context, sizes []int, wide, runs int, work, cairn
 					continue // warm-up: page cache, the journal's creation
 				}
 				row.samples[t.name] = append(row.samples[t.name], s)
-				fmt.Fprintf(out, "  %3d hosts run %d/%d %-16s %s (peak RSS %s)\n", size, r, runs, t.name, ms(s.wall), mib(s.rss))
+				fmt.Fprintf(out, "  %3d hosts run %d/%d %-16s %s (cpu %s, machine cpu %s, peak RSS %s)\n", size, r, runs, t.name, ms(s.wall), ms(s.cpu), ms(s.machine), mib(s.rss))
 			}
 		}
 		res.rows = append(res.rows, row)
@@ -194,7 +200,7 @@ func measureFanOut(ctx context.Context, sizes []int, wide, runs int, work, cairn
 				continue
 			}
 			row.samples[t.name] = append(row.samples[t.name], s)
-			fmt.Fprintf(out, "  %d host names (%d sshd) run %d/%d %-12s %s (peak RSS %s)\n", wide, len(names), r, runs, t.name, ms(s.wall), mib(s.rss))
+			fmt.Fprintf(out, "  %d host names (%d sshd) run %d/%d %-12s %s (cpu %s, machine cpu %s, peak RSS %s)\n", wide, len(names), r, runs, t.name, ms(s.wall), ms(s.cpu), ms(s.machine), mib(s.rss))
 		}
 		res.rows = append(res.rows, row)
 	}
@@ -223,16 +229,45 @@ func fanOnce(ctx context.Context, t fanTool, hosts []string) (fanSample, error) 
 	var output strings.Builder
 	cmd.Stdout, cmd.Stderr = &output, &output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	busy0 := machineBusy()
 	start := time.Now()
 	err := cmd.Run()
-	s := fanSample{wall: time.Since(start)}
+	s := fanSample{wall: time.Since(start), machine: machineBusy() - busy0}
 	if err != nil {
 		return s, fmt.Errorf("%s on %d hosts: %w\n%s", t.name, len(hosts), err, tail(output.String(), 2000))
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		s.rss = ru.Maxrss << 10
 	}
+	s.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return s, nil
+}
+
+// machineBusy is the CPU time all cores have spent not idle since boot
+// (/proc/stat; USER_HZ is 100 on Linux).
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	var busy int64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return time.Duration(busy) * 10 * time.Millisecond
+}
+
+func cpus(s []fanSample, f func(fanSample) time.Duration) []time.Duration {
+	var d []time.Duration
+	for _, x := range s {
+		d = append(d, f(x))
+	}
+	return d
 }
 
 // noAgent is env without an ssh-agent: every tool logs in with the
@@ -269,7 +304,8 @@ func reportFanOut(out io.Writer, f *fanResult) []string {
 		return nil
 	}
 	fmt.Fprintf(out, "\none `sleep 1` block on N sshd hosts (loopback, one sshd per host; wall median over runs; peak RSS of the tool's process;\n"+
-		"÷ X: cairn run's time over X's, the median of run-by-run ratios)\n")
+		"÷ X: cairn run's time over X's, the median of run-by-run ratios; cpu: the tool's with its children / the machine's,\n"+
+		"the hosts' sshd and shells included, which on loopback share these cores)\n")
 	fmt.Fprintf(out, "%-6s", "hosts")
 	for _, t := range f.tools {
 		fmt.Fprintf(out, " %22s", t)
@@ -306,6 +342,17 @@ func reportFanOut(out io.Writer, f *fanResult) []string {
 		if row.aliases {
 			fmt.Fprintf(out, "  * host names over %d sshd (aliases), cairn run alone\n", f.sshd)
 		}
+		fmt.Fprintf(out, "%-6s", "  cpu")
+		for _, t := range f.tools {
+			s := row.samples[t]
+			if len(s) == 0 {
+				fmt.Fprintf(out, " %22s", "—")
+				continue
+			}
+			fmt.Fprintf(out, " %22s", fmt.Sprintf("%s / %s", ms(median(cpus(s, func(x fanSample) time.Duration { return x.cpu }))),
+				ms(median(cpus(s, func(x fanSample) time.Duration { return x.machine })))))
+		}
+		fmt.Fprintln(out)
 		if row.hosts == 1 {
 			one = median(walls(c))
 		}
