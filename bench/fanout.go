@@ -100,21 +100,28 @@ func measureFanOut(ctx context.Context, sizes []int, wide, runs int, work, cairn
 		return nil, err
 	}
 	env := noAgent(os.Environ())
-	tools := []fanTool{{name: "cairn run", cmd: func(ctx context.Context, hosts []string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, cairnBin, "run", book, "--content", dir, "--block", "fan", "--yes", "--sandbox", "no",
-			"--param", "HOSTS="+strings.Join(hosts, " "), "--ssh-config", inv.SSHConfig, "--known-hosts", inv.KnownHosts,
-			"--identity", inv.IdentityFile, "--journal", filepath.Join(dir, "journal.db"))
-		cmd.Env = env
-		return cmd
-	}}}
+	// withEnv is env and more, in a slice of its own (env is shared by
+	// every tool's commands).
+	withEnv := func(more ...string) []string { return slices.Concat(env, more) }
+	// cairnRun is `cairn run` of the block on hosts, with extra flags.
+	cairnRun := func(flags ...string) func(ctx context.Context, hosts []string) *exec.Cmd {
+		return func(ctx context.Context, hosts []string) *exec.Cmd {
+			args := append([]string{"run", book, "--content", dir, "--block", "fan", "--yes",
+				"--param", "HOSTS=" + strings.Join(hosts, " "), "--journal", filepath.Join(dir, "journal.db")}, flags...)
+			cmd := exec.CommandContext(ctx, cairnBin, args...)
+			cmd.Env = withEnv(sandbox.EnvStateDir + "=" + sb.Dir())
+			return cmd
+		}
+	}
+	// With the sandbox's files given, as a reader with an inventory of
+	// their own runs it.
+	ownFiles := func(sshConfig string) []string {
+		return []string{"--sandbox", "no", "--ssh-config", sshConfig, "--known-hosts", inv.KnownHosts, "--identity", inv.IdentityFile}
+	}
+	tools := []fanTool{{name: "cairn run", cmd: cairnRun(ownFiles(inv.SSHConfig)...)}}
 	// The same against the sandbox as a reader runs it (--sandbox yes):
 	// its status first, which probes the hosts the run names.
-	tools = append(tools, fanTool{name: "cairn --sandbox", cmd: func(ctx context.Context, hosts []string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, cairnBin, "run", book, "--content", dir, "--block", "fan", "--yes", "--sandbox", "yes",
-			"--param", "HOSTS="+strings.Join(hosts, " "), "--journal", filepath.Join(dir, "journal.db"))
-		cmd.Env = append(env, sandbox.EnvStateDir+"="+sb.Dir())
-		return cmd
-	}})
+	tools = append(tools, fanTool{name: "cairn --sandbox", cmd: cairnRun("--sandbox", "yes")})
 	if p, err := exec.LookPath("parallel-ssh"); err == nil {
 		tools = append(tools, fanTool{name: "parallel-ssh", cmd: func(ctx context.Context, hosts []string) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, p, "-p", strconv.Itoa(len(hosts)), "-t", "0", "-x", "-F "+inv.SSHConfig,
@@ -123,7 +130,7 @@ func measureFanOut(ctx context.Context, sizes []int, wide, runs int, work, cairn
 			return cmd
 		}})
 	} else {
-		fmt.Fprintln(out, "  parallel-ssh: not installed (scripts/bench-deps.sh installs pssh); not compared")
+		fmt.Fprintln(out, "  parallel-ssh: not installed (scripts/ci-deps.sh --bench installs pssh); not compared")
 	}
 	if p, err := exec.LookPath("ansible"); err == nil {
 		// Ansible's own settings only: an empty configuration file, so
@@ -143,12 +150,12 @@ func measureFanOut(ctx context.Context, sizes []int, wide, runs int, work, cairn
 			// module copied to the host.
 			cmd := exec.CommandContext(ctx, p, "all", "-i", strings.Join(hosts, ",")+",", "-m", "raw", "-a", "sleep 1",
 				"-f", strconv.Itoa(len(hosts)))
-			cmd.Env = append(env, "ANSIBLE_SSH_ARGS=-F "+inv.SSHConfig, "ANSIBLE_LOCAL_TEMP="+ansibleTmp,
+			cmd.Env = withEnv("ANSIBLE_SSH_ARGS=-F "+inv.SSHConfig, "ANSIBLE_LOCAL_TEMP="+ansibleTmp,
 				"ANSIBLE_HOME="+ansibleTmp, "ANSIBLE_NOCOLOR=1", "ANSIBLE_CONFIG="+ansibleCfg)
 			return cmd
 		}})
 	} else {
-		fmt.Fprintln(out, "  ansible: not installed (scripts/bench-deps.sh installs it); not compared")
+		fmt.Fprintln(out, "  ansible: not installed (scripts/ci-deps.sh --bench installs it); not compared")
 	}
 	for _, t := range tools {
 		res.tools = append(res.tools, t.name)
@@ -181,15 +188,7 @@ func measureFanOut(ctx context.Context, sizes []int, wide, runs int, work, cairn
 		if err != nil {
 			return nil, err
 		}
-		t := fanTool{name: "cairn run", cmd: func(ctx context.Context, hosts []string) *exec.Cmd {
-			cmd := tools[0].cmd(ctx, hosts)
-			for i, a := range cmd.Args {
-				if a == inv.SSHConfig {
-					cmd.Args[i] = cfg
-				}
-			}
-			return cmd
-		}}
+		t := fanTool{name: "cairn run", cmd: cairnRun(ownFiles(cfg)...)}
 		// One run, no warm-up: at 1,000 hosts the run is minutes of the
 		// loopback sshd's own work (90 s here), and one says what it costs.
 		row := fanRow{hosts: wide, samples: map[string][]fanSample{}, aliases: true}
