@@ -13,10 +13,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	yaml2 "go.yaml.in/yaml/v2"
 	yaml3 "go.yaml.in/yaml/v3"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
 
 // Manifest is a kube block's body (an apply manifest or a patch document)
@@ -52,9 +53,17 @@ type ManifestRef struct {
 // ParseManifest locates the ${NAME} references of a kube body and parses it
 // as YAML (or JSON) documents. Errors name the line.
 func ParseManifest(body string) (*Manifest, error) {
+	m, _, err := parseManifest(body, false)
+	return m, err
+}
+
+// parseManifest is ParseManifest; nodes makes the YAML node tree decide
+// every reference's plain-ness (the text decides where it can otherwise),
+// and nodesOK says whether that tree was read to the end.
+func parseManifest(body string, nodes bool) (m *Manifest, nodesOK bool, err error) {
 	var nb [6]byte
 	_, _ = rand.Read(nb[:])
-	m := &Manifest{src: body, nonce: "cairnref" + hex.EncodeToString(nb[:])}
+	m = &Manifest{src: body, nonce: "cairnref" + hex.EncodeToString(nb[:])}
 	refs := FindRefs(body, true)
 	var sb strings.Builder
 	last := 0
@@ -67,20 +76,7 @@ func ParseManifest(body string) (*Manifest, error) {
 	sb.WriteString(body[last:])
 	text := sb.String()
 
-	// Plain-ness comes from the YAML node tree (the decoded JSON has lost
-	// it); a manifest without references needs no second decode, and
-	// nothing to locate, and neither does one whose every reference sits
-	// inside a quoted or longer scalar by its text.
-	plain := map[int]bool{}
-	dec := yaml3.NewDecoder(strings.NewReader(text))
-	decodeNodes := mayBePlain(body, refs)
-	for decodeNodes {
-		var n yaml3.Node
-		if err := dec.Decode(&n); err != nil {
-			break // a YAML 1.2 quirk: the Kubernetes decoder below has the last word
-		}
-		m.walkNodes(&n, plain)
-	}
+	plain, nodesOK := m.plainRefs(body, text, refs, nodes)
 
 	rd := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(text)))
 	for n := 1; ; n++ {
@@ -89,17 +85,11 @@ func ParseManifest(body string) (*Manifest, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("manifest document %d: %w", n, err)
+			return nil, false, fmt.Errorf("manifest document %d: %w", n, err)
 		}
-		js, err := yaml.YAMLToJSON(chunk)
+		v, err := yamlToJSONValue(chunk)
 		if err != nil {
-			return nil, fmt.Errorf("manifest document %d: %s", n, m.unplace(err.Error()))
-		}
-		var v any
-		d := json.NewDecoder(bytes.NewReader(js))
-		d.UseNumber()
-		if err := d.Decode(&v); err != nil {
-			return nil, fmt.Errorf("manifest document %d: %w", n, err)
+			return nil, false, fmt.Errorf("manifest document %d: %s", n, m.unplace(err.Error()))
 		}
 		if v == nil {
 			continue
@@ -112,7 +102,70 @@ func ParseManifest(body string) (*Manifest, error) {
 			m.locate(v, len(m.docs), "", plain)
 		}
 	}
-	return m, nil
+	return m, nodesOK, nil
+}
+
+// plainRefs finds the references that are whole plain scalars (whose
+// value may be a number or a boolean). Plain-ness is lost in the decoded
+// JSON, so it comes from the text around each reference when that decides
+// it, and from the YAML node tree when it does not (or when nodes is set,
+// for tests); ok is false when the node decode stopped early (a YAML 1.2
+// quirk: the Kubernetes decoder has the last word on the manifest).
+func (m *Manifest) plainRefs(body, text string, refs []Ref, nodes bool) (plain map[int]bool, ok bool) {
+	plain = map[int]bool{}
+	for i, r := range refs {
+		if nodes {
+			break
+		}
+		p, sure := plainByText(body, r)
+		if !sure && mayBePlain(body, refs[i:i+1]) {
+			nodes = true
+			break
+		}
+		if p {
+			plain[i] = true
+		}
+	}
+	if !nodes {
+		return plain, true
+	}
+	plain = map[int]bool{}
+	dec := yaml3.NewDecoder(strings.NewReader(text))
+	for {
+		var n yaml3.Node
+		if err := dec.Decode(&n); err != nil {
+			return plain, errors.Is(err, io.EOF)
+		}
+		m.walkNodes(&n, plain)
+	}
+}
+
+// plainByText decides from the text before a reference whether its scalar,
+// if the scalar turns out to be exactly the reference (the only case in
+// which Plain is asked), is plain. Such a scalar is plain after a mapping's
+// ':', a flow '[', '{' or ',', a complex key's '?' or a sequence's "- ";
+// quoted when a quote touches it. Anything else (the reference starts its
+// line: a plain value on the next line, or a block scalar's text; a tag or
+// an anchor before it) is not sure, and the node tree decides.
+func plainByText(body string, r Ref) (plain, sure bool) {
+	i := r.Start
+	for i > 0 && (body[i-1] == ' ' || body[i-1] == '\t') {
+		i--
+	}
+	if i == 0 {
+		return false, false
+	}
+	switch c := body[i-1]; c {
+	case '"', '\'':
+		return false, i == r.Start
+	case ':', '[', '{', ',', '?':
+		return true, true
+	case '-':
+		if i < r.Start && (i == 1 || strings.IndexByte(" \t\n", body[i-2]) >= 0) {
+			return true, true
+		}
+	}
+	return false, false
 }
 
 // mayBePlain reports whether a reference of body could be a whole plain
@@ -330,4 +383,103 @@ func TypedScalar(v string) any {
 func (m *Manifest) Template(ph func(i int, r ManifestRef) string) ([]byte, error) {
 	text := func(s string) string { return m.replace(s, ph) }
 	return m.encode(text, func(s string) any { return text(s) })
+}
+
+// yamlToJSONValue reads one YAML document the way the Kubernetes decoder
+// does (sigs.k8s.io/yaml's YAMLToJSON: YAML 1.1, keys made strings) and
+// returns what decoding that JSON with UseNumber would: maps, slices,
+// strings, booleans, nil and json.Numbers, without writing and reading the
+// JSON text in between. Tests hold it to the round trip.
+func yamlToJSONValue(doc []byte) (any, error) {
+	var y any
+	if err := yaml2.Unmarshal(doc, &y); err != nil {
+		return nil, err
+	}
+	return jsonValue(y)
+}
+
+func jsonValue(y any) (any, error) {
+	switch x := y.(type) {
+	case nil, bool:
+		return x, nil
+	case string:
+		return jsonString(x), nil
+	case int:
+		return json.Number(strconv.Itoa(x)), nil
+	case int64:
+		return json.Number(strconv.FormatInt(x, 10)), nil
+	case uint64:
+		return json.Number(strconv.FormatUint(x, 10)), nil
+	case float64:
+		b, err := json.Marshal(x) // its number format; NaN and ±Inf are errors
+		if err != nil {
+			return nil, err
+		}
+		return json.Number(b), nil
+	case []any:
+		out := make([]any, len(x))
+		for i, c := range x {
+			v, err := jsonValue(c)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, c := range x {
+			var ks string
+			switch kt := k.(type) {
+			case string:
+				ks = jsonString(kt)
+			case int:
+				ks = strconv.Itoa(kt)
+			case int64:
+				ks = strconv.FormatInt(kt, 10)
+			case float64:
+				ks = strconv.FormatFloat(kt, 'g', -1, 32)
+				switch ks {
+				case "+Inf":
+					ks = ".inf"
+				case "-Inf":
+					ks = "-.inf"
+				case "NaN":
+					ks = ".nan"
+				}
+			case bool:
+				ks = strconv.FormatBool(kt)
+			default:
+				return nil, fmt.Errorf("unsupported map key of type: %T, key: %+#v, value: %+#v", k, k, c)
+			}
+			v, err := jsonValue(c)
+			if err != nil {
+				return nil, err
+			}
+			out[ks] = v
+		}
+		return out, nil
+	}
+	// Anything else YAML may hand back: through JSON, as before.
+	b, err := json.Marshal(y)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	err = d.Decode(&v)
+	return v, err
+}
+
+// jsonString is s as a JSON round trip leaves it: invalid UTF-8 (a
+// "\xff" escape in a double-quoted scalar) becomes U+FFFD.
+func jsonString(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b, _ := json.Marshal(s)
+	var out string
+	_ = json.Unmarshal(b, &out)
+	return out
 }

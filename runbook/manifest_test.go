@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	yaml2 "go.yaml.in/yaml/v2"
+	"sigs.k8s.io/yaml"
 )
 
 const podTemplate = `apiVersion: v1
@@ -353,4 +356,102 @@ func TestManifestPlainByText(t *testing.T) {
 			t.Errorf("%q: refs %+v, want plain %v", body, refs, want)
 		}
 	}
+}
+
+// FuzzPlainByText: where the text decides a reference's plain-ness, it
+// decides what the YAML node tree says (whenever that tree reads).
+func FuzzPlainByText(f *testing.F) {
+	for _, s := range []string{
+		"a: ${X}\n", "a:\n  ${X}\n", "a: [${X}, 2]\n", `{"a":${X}}`, "- ${X}\n", "a: !!str ${X}\n",
+		"a: \"${X}\"\n", "a: |-\n  ${X}\n", "a: \"\\\n  ${X}\"\n", "? ${X}\n: 1\n", "a: &x ${X}\nb: *x\n",
+		"--- ${X}\n", "a: [\"${X}\", '${X}']\n", "a:\n- ${X}\n-  ${Y}\n", "a: >-\n  ${X}\n", podTemplate,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		byText, _, err := parseManifest(body, false)
+		if err != nil {
+			return
+		}
+		byNodes, ok, err := parseManifest(body, true)
+		if err != nil || !ok {
+			return
+		}
+		a, b := byText.Refs(), byNodes.Refs()
+		for i := range a {
+			// Only Plain: an aliased scalar's Path depends on map order.
+			if a[i].Plain != b[i].Plain {
+				t.Fatalf("%q: by text %+v, by nodes %+v", body, a[i], b[i])
+			}
+		}
+	})
+}
+
+// FuzzYAMLToJSONValue: reading a document straight into JSON values gives
+// what the Kubernetes decoder's YAMLToJSON and a JSON decode (UseNumber)
+// give, or fails where it fails.
+func FuzzYAMLToJSONValue(f *testing.F) {
+	for _, s := range []string{
+		podTemplate, "a: yes\nb: 0777\nc: 1e3\nd: .inf\n", "1: a\n2.5: b\ntrue: c\n", "a: \"\\xff\"\n",
+		"a: 12345678901234567890\nb: -9223372036854775808\nc: 0x1F\nd: 1_000\n", "- [a, {b: c}]\n- ~\n",
+		"a: 2001-12-14t21:59:43.10-05:00\nb: !!binary aGVsbG8=\n", "a: 1.0\nb: 0.000001\nc: 1e21\nd: -0.0\n",
+		"? [a, b]\n: c\n", "a: &x {b: 1}\nc: *x\n", "a: .nan\n", "{a: 1, a: 2}\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		got, err := yamlToJSONValue([]byte(doc))
+		js, werr := yaml.YAMLToJSON([]byte(doc))
+		var want any
+		if werr == nil {
+			d := json.NewDecoder(bytes.NewReader(js))
+			d.UseNumber()
+			werr = d.Decode(&want)
+		}
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("%q: error %v, YAMLToJSON's %v", doc, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) && !keysCollide(doc) {
+			t.Fatalf("%q:\n got %#v\nwant %#v", doc, got, want)
+		}
+	})
+}
+
+// keysCollide reports whether two keys of one mapping of doc become the
+// same string (0 and .0): which value wins is random in YAMLToJSON too.
+func keysCollide(doc string) bool {
+	var y any
+	if yaml2.Unmarshal([]byte(doc), &y) != nil {
+		return false
+	}
+	var walk func(any) bool
+	walk = func(y any) bool {
+		switch x := y.(type) {
+		case []any:
+			for _, c := range x {
+				if walk(c) {
+					return true
+				}
+			}
+		case map[any]any:
+			seen := map[string]bool{}
+			for k, c := range x {
+				v, err := jsonValue(map[any]any{k: nil})
+				if err != nil {
+					return false
+				}
+				for ks := range v.(map[string]any) {
+					if seen[ks] {
+						return true
+					}
+					seen[ks] = true
+				}
+				if walk(c) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(y)
 }
