@@ -614,7 +614,7 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 		// data.
 		t := stringsFor(site.Lang)
 		for _, kind := range []string{"index", "404"} {
-			page := &Page{Site: site, Lang: site.Lang, T: t, Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
+			page := &Page{Site: site, Lang: site.Lang, T: t, TJSON: stringsJSONFor(site.Lang), Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
 			name := "index.html"
 			if kind == "404" {
 				// Served for any missing path, so links must be absolute.
@@ -728,7 +728,7 @@ func (b *Builder) runbookData(rb *runbook.Runbook, t Strings, content template.H
 // body and script data are filled in by the worker that runs its template.
 func (b *Builder) runbookPage(site *SiteData, i int, e *entry) *Page {
 	rd := *e.data
-	page := &Page{Site: site, Lang: e.summary.Lang, T: stringsFor(e.summary.Lang), Root: "../", Kind: "runbook", Runbook: &rd,
+	page := &Page{Site: site, Lang: e.summary.Lang, T: stringsFor(e.summary.Lang), TJSON: stringsJSONFor(e.summary.Lang), Root: "../", Kind: "runbook", Runbook: &rd,
 		Dev: b.opts.Dev, Title: rd.Title, JSON: e.json, Current: &site.Runbooks[i]}
 	if i > 0 {
 		page.Prev = &site.Runbooks[i-1]

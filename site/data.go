@@ -8,9 +8,11 @@ import (
 
 // Page is the data every template gets (see docs/theme.md).
 type Page struct {
-	Site    *SiteData
-	Lang    string
-	T       Strings
+	Site *SiteData
+	Lang string
+	T    Strings
+	// TJSON is T as JSON for a <script type="application/json">.
+	TJSON   template.JS
 	Root    string // relative path to the site root
 	Kind    string // runbook, index, 404
 	Title   string

@@ -1,5 +1,11 @@
 package site
 
+import (
+	"html/template"
+	"strings"
+	"sync"
+)
+
 // Strings are the UI strings of one language, by key.
 type Strings map[string]string
 
@@ -147,6 +153,31 @@ var uiStrings = map[string]Strings{
 }
 
 // stringsFor returns the UI strings for lang, falling back to English.
+// stringsJSON holds each language's strings as a page's
+// <script type="application/json">{{.T}}</script> would print them
+// (html/template's JSON escaping), made once instead of for every page.
+var stringsJSON = sync.OnceValue(func() map[string]template.JS {
+	const open, end = `<script type="application/json">`, `</script>`
+	t := template.Must(template.New("").Parse(open + "{{.}}" + end))
+	out := map[string]template.JS{}
+	for lang, s := range uiStrings {
+		var b strings.Builder
+		if err := t.Execute(&b, s); err != nil {
+			panic(err) // a map of strings always marshals
+		}
+		out[lang] = template.JS(strings.TrimSuffix(strings.TrimPrefix(b.String(), open), end))
+	}
+	return out
+})
+
+// stringsJSONFor is stringsFor(lang) escaped as JSON for a script element.
+func stringsJSONFor(lang string) template.JS {
+	if s, ok := stringsJSON()[lang]; ok {
+		return s
+	}
+	return stringsJSON()["en"]
+}
+
 func stringsFor(lang string) Strings {
 	if s, ok := uiStrings[lang]; ok {
 		return s
