@@ -391,6 +391,11 @@ func TestBrowserRunbookPage(t *testing.T) {
 		if got := eval[string](t, ctx, `document.querySelector('.progress-toc [data-progress-count]').textContent`); got != "1/6" {
 			t.Errorf("progress = %q, want 1/6", got)
 		}
+		// The tab row scrolls sideways when it must, never up and down (a
+		// tab hanging over the row's edge gave it a vertical scrollbar).
+		if got := eval[[]int](t, ctx, `[...document.querySelectorAll('.tab-list')].filter(l => l.scrollHeight > l.clientHeight).map(l => l.scrollHeight - l.clientHeight)`); len(got) > 0 {
+			t.Errorf("tab rows overflow vertically by %v px", got)
+		}
 		// Keyboard: arrow keys move the selection, with roving tabindex.
 		press(t, ctx, kb.ArrowLeft)
 		if got := eval[string](t, ctx, `document.activeElement.dataset.value + ' ' + document.activeElement.tabIndex + ' ' + document.querySelector('#p-ETCD_TOPOLOGY').value`); got != "stacked 0 stacked" {
