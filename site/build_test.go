@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -317,8 +319,16 @@ func TestDevServerWriteBackReloadsNoPage(t *testing.T) {
 	writeFile(t, b, runbookMD("나", "## 하나 {#one}\n\n고침\n"))
 	select {
 	case ev := <-events:
-		if ev != `data: {"changed":["b.md"],"pages":["b/index.html"],"type":"reload"}` {
-			t.Errorf("first live-reload event after a write-back and an edit: %s (want a reload for b.md only)", ev)
+		var m struct {
+			Type    string
+			Changed []string
+			Pages   []string
+			Patches map[string]json.RawMessage
+		}
+		err := json.Unmarshal([]byte(strings.TrimPrefix(ev, "data: ")), &m)
+		if err != nil || m.Type != "reload" || !slices.Equal(m.Changed, []string{"b.md"}) || !slices.Equal(m.Pages, []string{"b/index.html"}) ||
+			len(m.Patches) != 1 || m.Patches["b/index.html"] == nil {
+			t.Errorf("first live-reload event after a write-back and an edit: %s (want a reload for b.md only, with its patch)", ev)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reload after an edit by hand")

@@ -65,8 +65,17 @@ func TestBrowserEditPatchesPage(t *testing.T) {
 	if why := pg.Eval(`String(sessionStorage.getItem("cairn:patch-miss"))`); why != "null" {
 		t.Errorf("the page reloaded instead of patching: %s", why)
 	}
-	if got := pg.Eval(`[document.documentElement.getAttribute("data-patched"), window.__mark, Cairn.values().NAME, String(window.scrollY > 800)].join(" ")`); got != "1 kept typed true" {
-		t.Errorf("after a prose edit: patched, mark, value, scrolled = %q; want the page patched in place (1 kept typed true)", got)
+	if got := pg.Eval(`[document.documentElement.getAttribute("data-patched"), document.documentElement.getAttribute("data-patched-via"), window.__mark, Cairn.values().NAME, String(window.scrollY > 800)].join(" ")`); got != "1 event kept typed true" {
+		t.Errorf("after a prose edit: patched, via, mark, value, scrolled = %q; want the page patched in place from the event (1 event kept typed true)", got)
+	}
+	// A page that is not the one the server worked its patch out from (its
+	// hash differs) fetches itself and patches from that.
+	pg.Eval(`(document.querySelector("main article[data-hash]").setAttribute("data-hash", "stale"), "")`)
+	writeFile(t, a, page("다시 고친 문장이에요.", "hello"))
+	wait("the second prose edit")
+	pg.Poll("the second edit shows", `document.querySelector("#one").textContent.indexOf("다시 고친 문장이에요.") >= 0`, 10*time.Second)
+	if got := pg.Eval(`[document.documentElement.getAttribute("data-patched"), document.documentElement.getAttribute("data-patched-via"), window.__mark].join(" ")`); got != "2 fetch kept" {
+		t.Errorf("after an edit the page's hash does not match: patched, via, mark = %q; want 2 fetch kept", got)
 	}
 	if got := pg.Eval(`document.querySelector("#block-hello pre").textContent`); !strings.Contains(got, "typed") {
 		t.Errorf("the code block no longer shows the typed value: %q", got)
@@ -75,8 +84,8 @@ func TestBrowserEditPatchesPage(t *testing.T) {
 	writeFile(t, other, runbookMD("다른 것", "## 하나 {#x}\n\n다른 문서, 고침.\n"))
 	wait("the other runbook's edit")
 	time.Sleep(500 * time.Millisecond) // a reload would have begun
-	if got := pg.Eval(`String(window.__mark) + " " + document.documentElement.getAttribute("data-patched")`); got != "kept 1" {
-		t.Errorf("after another runbook's edit: %q, want the page untouched (kept 1)", got)
+	if got := pg.Eval(`String(window.__mark) + " " + document.documentElement.getAttribute("data-patched")`); got != "kept 2" {
+		t.Errorf("after another runbook's edit: %q, want the page untouched (kept 2)", got)
 	}
 
 	// Another runbook's new title changes the navigation on this page too.

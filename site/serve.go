@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +54,11 @@ type Server struct {
 	gz gzipCache
 
 	buildMu sync.Mutex // one rebuild at a time, so builds publish in order
+
+	// cuts are the open pages' last cut into parts (DiffPage), kept for
+	// the pages an edit patched, so that the next edit cuts only its new
+	// page. Used under buildMu (publishQuiet's callers hold it).
+	cuts map[string]*pageCut
 }
 
 // NewServer returns a server for the builder's content.
@@ -292,6 +298,11 @@ func (s *Server) RefreshAfter(ctx context.Context, paths []string, write func())
 	}
 }
 
+// maxPatches: an edit that made more pages again than this (a title that
+// is in every page's navigation) sends no patches; each open page fetches
+// itself instead.
+const maxPatches = 8
+
 // publish swaps in a new build and notifies pages.
 func (s *Server) publish(res *Result, err error) { s.publishQuiet(res, err, true, nil) }
 
@@ -320,6 +331,17 @@ func (s *Server) publishQuiet(res *Result, err error, notify bool, changed []str
 	}
 	s.mu.Lock()
 	first := s.files == nil
+	// The pages an edit made again, as open pages have them now: a page
+	// that changed only in prose gets a patch in the event.
+	var before map[string][]byte
+	if notify && changed != nil && res != nil && s.files != nil && len(res.RenderedNames) <= maxPatches {
+		before = map[string][]byte{}
+		for _, name := range res.RenderedNames {
+			if old, ok := s.files[name]; ok && strings.HasSuffix(name, "/index.html") {
+				before[name] = old
+			}
+		}
+	}
 	if res != nil {
 		if s.files == nil || res.Rendered == len(res.Runbooks) {
 			s.files = res.Files
@@ -372,6 +394,24 @@ func (s *Server) publishQuiet(res *Result, err error, notify bool, changed []str
 			// The pages made again: an open page that is not one of them
 			// stays as it is, and one that is patches what changed.
 			ev["pages"] = res.RenderedNames
+			patches := map[string]*PagePatch{}
+			if s.cuts == nil {
+				s.cuts = map[string]*pageCut{}
+			}
+			for name, old := range before {
+				a := s.cuts[name]
+				if a == nil || !bytes.Equal(a.src, old) {
+					a = splitPage(old)
+				}
+				b := splitPage(res.Files[name])
+				if p, _ := diffCuts(a, b); p != nil {
+					patches[name] = p
+				}
+				s.cuts[name] = b
+			}
+			if len(patches) > 0 {
+				ev["patches"] = patches
+			}
 		}
 	}
 	if len(msgs) > 0 {
@@ -638,9 +678,35 @@ const liveJS = `(function () {
         served.list[i] = n;
         served.html[i] = next.html[i];
       });
-      document.documentElement.setAttribute('data-patched', String((+document.documentElement.getAttribute('data-patched') || 0) + 1));
+      patched('fetch');
       return true;
     });
+  }
+  // patched counts the patches on the page and notes how the last came.
+  function patched(via) {
+    var d = document.documentElement;
+    d.setAttribute('data-patched', String((+d.getAttribute('data-patched') || 0) + 1));
+    d.setAttribute('data-patched-via', via);
+  }
+  // apply: the server's patch for this page (site.PagePatch), when the
+  // page is the one it was worked out from; false sends the page to fetch
+  // itself.
+  function apply(p) {
+    var art = document.querySelector('main article[data-hash]');
+    if (!served || !art || art.getAttribute('data-hash') !== p.base || served.list.length !== p.n) return false;
+    p.parts.forEach(function (part) {
+      var t = document.createElement('template');
+      t.innerHTML = part.html;
+      var n = t.content.firstElementChild;
+      served.list[part.i].replaceWith(n);
+      served.list[part.i] = n;
+      served.html[part.i] = n.outerHTML;
+    });
+    art.setAttribute('data-hash', p.hash);
+    var dt = document.getElementById('cairn-data');
+    if (dt) dt.textContent = p.data;
+    patched('event');
+    return true;
   }
   var es = new EventSource('/_cairn/events');
   es.onmessage = function (e) {
@@ -648,6 +714,7 @@ const liveJS = `(function () {
     if (m.type === 'reload') {
       if (m.pages && m.pages.indexOf(here()) < 0) return; // this page was not made again
       if (!m.pages) { location.reload(); return; }
+      if (m.patches && m.patches[here()] && apply(m.patches[here()])) return;
       patch().then(function (ok) { if (!ok) location.reload(); }, function () { location.reload(); });
     }
     else if (m.type === 'errors') { show(m.errors); }
