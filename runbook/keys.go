@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -353,6 +355,9 @@ func (c *attrCtx) integer(min int) int {
 // regex compiles the value in multi-line mode; the error quotes the
 // pattern as written, not with the (?m) prefix.
 func (c *attrCtx) regex() *regexp.Regexp {
+	if re, ok := regexCache.Load(c.a.Value); ok {
+		return re.(*regexp.Regexp)
+	}
 	if _, err := regexp.Compile(c.a.Value); err != nil {
 		c.errf("%s: bad regular expression %q: %s", c.a.Key, c.a.Value, reErr(err))
 		return nil
@@ -362,8 +367,22 @@ func (c *attrCtx) regex() *regexp.Regexp {
 		c.errf("%s: bad regular expression %q: %s", c.a.Key, c.a.Value, reErr(err))
 		return nil
 	}
+	if regexCached.Add(1) <= maxCachedRegexps {
+		regexCache.Store(c.a.Value, re)
+	}
 	return re
 }
+
+// regexCache holds the compiled expect and capture patterns by their text:
+// a rebuild (every edit under cairn serve) parses the same patterns again,
+// and compiling them was a tenth of re-parsing a big runbook. A Regexp is
+// safe to share. The count bounds what a long editing session can add.
+var (
+	regexCache  sync.Map // pattern → *regexp.Regexp, compiled with (?m)
+	regexCached atomic.Int64
+)
+
+const maxCachedRegexps = 4096
 
 // KeyTables renders the format document's key table for a section
 // (common, expect, capture, ssh, kube) as Markdown.
