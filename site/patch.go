@@ -2,10 +2,9 @@ package site
 
 import (
 	"bytes"
+	"html"
 	"regexp"
 	"strings"
-
-	"golang.org/x/net/html"
 )
 
 // PagePatch is what an open runbook page needs to show an edit that
@@ -77,11 +76,36 @@ var hashAttr = regexp.MustCompile(`\sdata-hash="([^"]*)"`)
 var voidTags = map[string]bool{"area": true, "base": true, "br": true, "col": true, "embed": true, "hr": true,
 	"img": true, "input": true, "link": true, "meta": true, "source": true, "track": true, "wbr": true}
 
-func splitPage(page []byte) *pageCut {
+// A token is one piece of a page as an HTML tokenizer cuts it: its kind,
+// its bytes, and for a tag its lower-case name.
+type token struct {
+	kind       tokenKind
+	start, end int
+	name       string
+}
+
+type tokenKind int
+
+const (
+	textToken tokenKind = iota
+	startTagToken
+	endTagToken
+	selfClosingTagToken
+	otherToken // a comment, a doctype, a processing instruction
+)
+
+// tokenizer yields a page's tokens in order; attr reads an attribute of
+// the last start tag.
+type tokenizer interface {
+	next() (token, bool)
+	attr(key string) string
+}
+
+func splitPage(page []byte) *pageCut { return cutPage(page, newScanner(page)) }
+
+func cutPage(page []byte, z tokenizer) *pageCut {
 	c := &pageCut{src: page}
-	z := html.NewTokenizer(bytes.NewReader(page))
 	var (
-		off       int
 		inContent bool
 		depth     int  // element depth below the content element
 		stepDepth = -1 // depth of the step section being walked, or -1
@@ -91,88 +115,58 @@ func splitPage(page []byte) *pageCut {
 		found     bool
 	)
 	for {
-		tt := z.Next()
-		if tt == html.ErrorToken {
+		tk, ok := z.next()
+		if !ok {
 			break
 		}
-		raw := z.Raw()
-		start, end := off, off+len(raw)
-		off = end
-		var name []byte
-		hasAttr := false
-		if tt != html.TextToken && tt != html.CommentToken && tt != html.DoctypeToken {
-			name, hasAttr = z.TagName()
-		}
-		// Attributes are read only where they decide something: the
-		// content, the article and the page data outside it, a step in it.
-		var class, id string
-		if hasAttr && (tt == html.StartTagToken || tt == html.SelfClosingTagToken) && partStart < 0 &&
-			((!inContent && (string(name) == "div" || string(name) == "article" || string(name) == "script")) ||
-				(inContent && depth == 0 && string(name) == "section")) {
-			for {
-				k, v, more := z.TagAttr()
-				switch string(k) {
-				case "class":
-					class = string(v)
-				case "id":
-					id = string(v)
-				}
-				if !more {
-					break
-				}
-			}
-		}
-		tag := ""
-		if partStart < 0 {
-			tag = string(name)
-		}
+		raw := page[tk.start:tk.end]
+		isStart := tk.kind == startTagToken || tk.kind == selfClosingTagToken
 		if !inContent {
 			switch {
-			case tt == html.StartTagToken && tag == "div" && hasClass(class, "rb-content"):
+			case isStart && tk.name == "div" && hasClass(z.attr("class"), "rb-content"):
 				inContent, depth, found = true, 0, true
-			case tt == html.StartTagToken && tag == "article" && hasClass(class, "runbook"):
+			case isStart && tk.name == "article" && hasClass(z.attr("class"), "runbook"):
 				if m := hashAttr.FindSubmatchIndex(raw); m != nil {
 					c.hash = string(raw[m[2]:m[3]])
 					c.skeleton = append(c.skeleton, raw[:m[2]]...)
 					c.skeleton = append(c.skeleton, raw[m[3]:]...)
 					continue
 				}
-			case tt == html.StartTagToken && tag == "script" && id == "cairn-data":
+			case tk.kind == startTagToken && tk.name == "script" && z.attr("id") == "cairn-data":
 				inData = true
-			case tt == html.TextToken && inData:
-				c.data = string(z.Text())
+			case tk.kind == textToken && inData:
+				c.data = string(raw)
 				continue
-			case tt == html.EndTagToken && tag == "script":
+			case tk.kind == endTagToken && tk.name == "script":
 				inData = false
 			}
 			c.skeleton = append(c.skeleton, raw...)
 			continue
 		}
-		opens := tt == html.StartTagToken && !voidTags[string(name)]
-		closes := tt == html.EndTagToken
+		opens := tk.kind == startTagToken && !voidTags[tk.name]
 		// A part starts at an element directly in the content, or directly
 		// in a step; a step itself is not a part.
 		partLevel := depth == 0 || (stepDepth >= 0 && depth == stepDepth+1)
-		if partStart < 0 && partLevel && (tt == html.StartTagToken || tt == html.SelfClosingTagToken) {
-			if depth == 0 && tag == "section" && hasClass(class, "step") {
+		if partStart < 0 && partLevel && isStart {
+			if depth == 0 && tk.name == "section" && hasClass(z.attr("class"), "step") {
 				stepDepth = depth
 				depth++
 				c.skeleton = append(c.skeleton, raw...)
 				continue
 			}
 			if !opens {
-				c.parts = append(c.parts, page[start:end])
+				c.parts = append(c.parts, raw)
 				c.skeleton = append(c.skeleton, 0)
 				continue
 			}
-			partStart, partDepth = start, depth
+			partStart, partDepth = tk.start, depth
 			depth++
 			continue
 		}
 		if opens {
 			depth++
 		}
-		if closes {
+		if tk.kind == endTagToken {
 			depth--
 			if depth < 0 { // the content's end
 				inContent = false
@@ -180,7 +174,7 @@ func splitPage(page []byte) *pageCut {
 				continue
 			}
 			if partStart >= 0 && depth == partDepth {
-				c.parts = append(c.parts, page[partStart:end])
+				c.parts = append(c.parts, page[partStart:tk.end])
 				c.skeleton = append(c.skeleton, 0)
 				partStart = -1
 				continue
@@ -199,6 +193,225 @@ func splitPage(page []byte) *pageCut {
 		return nil
 	}
 	return c
+}
+
+// scanner is a small HTML tokenizer for the pages Cairn renders: tags with
+// quoted or bare attribute values, comments and doctypes, and the raw text
+// of script, style and the like, up to their end tag. It is several times
+// quicker than golang.org/x/net/html's (no copies, no attribute parsing but
+// where asked), which it matches on such pages (FuzzScannerMatchesHTML);
+// where a page of other HTML confuses it, the browser's count of parts
+// differs and the page fetches itself instead.
+type scanner struct {
+	page     []byte
+	pos      int
+	lastTag  [2]int // the bytes of the last start tag's attributes
+	rawUntil string // the end tag that ends raw text after the last start tag
+}
+
+func newScanner(page []byte) *scanner { return &scanner{page: page} }
+
+// rawText are the elements whose content is text up to their end tag.
+var rawText = map[string]bool{"script": true, "style": true, "textarea": true, "title": true, "xmp": true,
+	"iframe": true, "noembed": true, "noframes": true, "noscript": true, "plaintext": true}
+
+func (s *scanner) next() (token, bool) {
+	p, n := s.page, len(s.page)
+	start := s.pos
+	if start >= n {
+		return token{}, false
+	}
+	if s.rawUntil != "" {
+		name := s.rawUntil
+		s.rawUntil = ""
+		end := n
+		if name != "plaintext" {
+			for i := start; i < n; i++ {
+				if p[i] == '<' && i+2+len(name) <= n && p[i+1] == '/' && bytes.EqualFold(p[i+2:i+2+len(name)], []byte(name)) &&
+					(i+2+len(name) == n || isTagEnd(p[i+2+len(name)])) {
+					end = i
+					break
+				}
+			}
+		}
+		if end > start {
+			s.pos = end
+			return token{kind: textToken, start: start, end: end}, true
+		}
+	}
+	if p[start] != '<' || start+1 >= n {
+		return s.text(start), true
+	}
+	c := p[start+1]
+	switch {
+	case c == '!' || c == '?':
+		if bytes.HasPrefix(p[start:], []byte("<!--")) {
+			end := bytes.Index(p[start+4:], []byte("-->"))
+			if end < 0 {
+				s.pos = n
+			} else {
+				s.pos = start + 4 + end + 3
+			}
+		} else {
+			end := bytes.IndexByte(p[start:], '>')
+			if end < 0 {
+				s.pos = n
+			} else {
+				s.pos = start + end + 1
+			}
+		}
+		return token{kind: otherToken, start: start, end: s.pos}, true
+	case c == '/' && start+2 < n && isLetter(p[start+2]):
+		i := start + 2
+		for i < n && !isTagEnd(p[i]) {
+			i++
+		}
+		name := tagName(p[start+2 : i])
+		end := bytes.IndexByte(p[i:], '>')
+		if end < 0 {
+			s.pos = n
+		} else {
+			s.pos = i + end + 1
+		}
+		return token{kind: endTagToken, start: start, end: s.pos, name: name}, true
+	case isLetter(c):
+		i := start + 1
+		for i < n && !isTagEnd(p[i]) {
+			i++
+		}
+		name := tagName(p[start+1 : i])
+		attrs := i
+		// The tag ends at the first '>' outside a quoted value.
+		var quote byte
+		for ; i < n; i++ {
+			switch ch := p[i]; {
+			case quote != 0:
+				if ch == quote {
+					quote = 0
+				}
+			case ch == '"' || ch == '\'':
+				if lastNonSpace(p, attrs, i) == '=' {
+					quote = ch
+				}
+			case ch == '>':
+				s.pos = i + 1
+				s.lastTag = [2]int{attrs, i}
+				kind := startTagToken
+				if p[i-1] == '/' && i-1 >= attrs {
+					kind = selfClosingTagToken
+				}
+				if kind == startTagToken && rawText[name] {
+					s.rawUntil = name
+				}
+				return token{kind: kind, start: start, end: s.pos, name: name}, true
+			}
+		}
+		s.pos = n
+		return token{kind: otherToken, start: start, end: n}, true
+	}
+	return s.text(start), true
+}
+
+// text is the text from start to the next '<' that can begin a tag.
+func (s *scanner) text(start int) token {
+	p, n := s.page, len(s.page)
+	i := start + 1
+	for i < n {
+		j := bytes.IndexByte(p[i:], '<')
+		if j < 0 {
+			i = n
+			break
+		}
+		i += j
+		if i+1 < n && (isLetter(p[i+1]) || p[i+1] == '!' || p[i+1] == '?' || (p[i+1] == '/' && i+2 < n && isLetter(p[i+2]))) {
+			break
+		}
+		i++
+	}
+	s.pos = i
+	return token{kind: textToken, start: start, end: i}
+}
+
+// attr is the last start tag's attribute key (the first of that name),
+// its character references decoded.
+func (s *scanner) attr(key string) string {
+	a := s.page[s.lastTag[0]:s.lastTag[1]]
+	for i := 0; i < len(a); {
+		for i < len(a) && (isSpace(a[i]) || a[i] == '/') {
+			i++
+		}
+		k := i
+		for i < len(a) && !isSpace(a[i]) && a[i] != '=' && a[i] != '/' {
+			i++
+		}
+		name := a[k:i]
+		for i < len(a) && isSpace(a[i]) {
+			i++
+		}
+		val := []byte(nil)
+		if i < len(a) && a[i] == '=' {
+			i++
+			for i < len(a) && isSpace(a[i]) {
+				i++
+			}
+			if i < len(a) && (a[i] == '"' || a[i] == '\'') {
+				q := a[i]
+				e := bytes.IndexByte(a[i+1:], q)
+				if e < 0 {
+					val, i = a[i+1:], len(a)
+				} else {
+					val, i = a[i+1:i+1+e], i+1+e+1
+				}
+			} else {
+				v := i
+				for i < len(a) && !isSpace(a[i]) {
+					i++
+				}
+				val = a[v:i]
+			}
+		}
+		if len(name) > 0 && bytes.EqualFold(name, []byte(key)) {
+			return html.UnescapeString(string(val))
+		}
+		if len(name) == 0 {
+			i++
+		}
+	}
+	return ""
+}
+
+// knownTags are the names Cairn's pages use, so that reading them does not
+// allocate.
+var knownTags = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range strings.Fields("a abbr article aside b blockquote br button code dd del details div dl dt em " +
+		"footer form h1 h2 h3 h4 h5 h6 header hr i img input kbd label li main nav ol option p path pre s script " +
+		"section select span strong style sub summary sup svg table tbody td textarea th thead title tr ul circle ellipse") {
+		m[n] = n
+	}
+	return m
+}()
+
+func tagName(b []byte) string {
+	if n, ok := knownTags[string(b)]; ok {
+		return n
+	}
+	return strings.ToLower(string(b))
+}
+
+func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
+func isSpace(c byte) bool  { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' }
+func isTagEnd(c byte) bool { return isSpace(c) || c == '/' || c == '>' }
+
+// lastNonSpace is the last byte before i (from from on) that is not white
+// space, or 0.
+func lastNonSpace(p []byte, from, i int) byte {
+	for j := i - 1; j >= from; j-- {
+		if !isSpace(p[j]) {
+			return p[j]
+		}
+	}
+	return 0
 }
 
 func hasClass(class, want string) bool {

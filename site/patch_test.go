@@ -3,10 +3,13 @@ package site
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/html"
 )
 
 // patchBase is a runbook with each kind of part a patch may or may not
@@ -123,6 +126,176 @@ func FuzzDiffPage(f *testing.F) {
 		for i := range a.parts {
 			if !bytes.Equal(a.parts[i], b.parts[i]) {
 				t.Fatalf("part %d after the patch: %q, want %q", i, a.parts[i], b.parts[i])
+			}
+		}
+	})
+}
+
+// htmlTokens is golang.org/x/net/html's tokenizer as a tokenizer: the
+// reference the scanner is held to.
+type htmlTokens struct {
+	z     *html.Tokenizer
+	off   int
+	attrs map[string]string
+}
+
+func (h *htmlTokens) next() (token, bool) {
+	tt := h.z.Next()
+	if tt == html.ErrorToken {
+		return token{}, false
+	}
+	raw := h.z.Raw()
+	tk := token{start: h.off, end: h.off + len(raw)}
+	h.off = tk.end
+	switch tt {
+	case html.TextToken:
+		tk.kind = textToken
+	case html.StartTagToken:
+		tk.kind = startTagToken
+	case html.EndTagToken:
+		tk.kind = endTagToken
+	case html.SelfClosingTagToken:
+		tk.kind = selfClosingTagToken
+	default:
+		tk.kind = otherToken
+	}
+	if tk.kind != textToken && tk.kind != otherToken {
+		name, more := h.z.TagName()
+		tk.name = string(name)
+		if tk.kind != endTagToken {
+			h.attrs = map[string]string{}
+			for more {
+				var k, v []byte
+				k, v, more = h.z.TagAttr()
+				if _, seen := h.attrs[string(k)]; !seen {
+					h.attrs[string(k)] = string(v)
+				}
+			}
+		}
+	}
+	return tk, true
+}
+
+func (h *htmlTokens) attr(key string) string { return h.attrs[key] }
+
+// TestScannerMatchesHTML: on the pages Cairn renders (the bundled runbooks,
+// the patch test's page), the scanner cuts every page into the same parts
+// as the x/net/html tokenizer.
+func TestScannerMatchesHTML(t *testing.T) {
+	b, err := New(Options{Content: "../content"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Build(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := map[string][]byte{"patch": renderPatchPage(t, patchBase)}
+	for name, f := range res.Files {
+		if strings.HasSuffix(name, ".html") {
+			pages[name] = f
+		}
+	}
+	cuts := 0
+	for name, page := range pages {
+		a, b := splitPage(page), cutPage(page, &htmlTokens{z: html.NewTokenizer(bytes.NewReader(page))})
+		if (a == nil) != (b == nil) {
+			t.Errorf("%s: scanner cut %v, x/net/html's %v", name, a != nil, b != nil)
+			continue
+		}
+		if a == nil {
+			continue
+		}
+		cuts++
+		if len(a.parts) != len(b.parts) || !bytes.Equal(a.skeleton, b.skeleton) || a.hash != b.hash || a.data != b.data {
+			t.Errorf("%s: the scanner's cut differs: %d parts against %d", name, len(a.parts), len(b.parts))
+			continue
+		}
+		for i := range a.parts {
+			if !bytes.Equal(a.parts[i], b.parts[i]) {
+				t.Errorf("%s: part %d differs", name, i)
+			}
+		}
+	}
+	if cuts < 4 {
+		t.Errorf("only %d runbook pages cut", cuts)
+	}
+}
+
+// FuzzScannerMatchesHTML: on markup made of what Cairn writes (elements with
+// quoted attributes, escaped text, void tags, comments, script and style
+// text), the scanner's tokens and attributes are x/net/html's; on any input
+// its tokens cover it in order.
+func FuzzScannerMatchesHTML(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "a b")
+	f.Add([]byte("any bytes at all"), `x"y<z>`)
+	f.Fuzz(func(t *testing.T, plan []byte, text string) {
+		// Any input: tokens in order, covering it.
+		s := newScanner([]byte(text))
+		at := 0
+		for {
+			tk, ok := s.next()
+			if !ok {
+				break
+			}
+			if tk.start != at || tk.end <= tk.start {
+				t.Fatalf("%q: token %+v after %d", text, tk, at)
+			}
+			at = tk.end
+		}
+		if at != len(text) {
+			t.Fatalf("%q: tokens end at %d", text, at)
+		}
+		// Well-formed markup from plan (Cairn's pages hold no NUL: the
+		// Markdown parser replaces it).
+		text = strings.ReplaceAll(text, "\x00", "")
+		esc := html.EscapeString(text)
+		var sb strings.Builder
+		var open []string
+		names := []string{"div", "p", "section", "span", "ul", "li", "code", "pre", "aside"}
+		for i, c := range plan {
+			switch c % 8 {
+			case 0, 1:
+				n := names[int(c/8)%len(names)]
+				fmt.Fprintf(&sb, `<%s class="%s x%d" id='i%d' data-a=b%d>`, n, esc, i, i, i)
+				open = append(open, n)
+			case 2:
+				if len(open) > 0 {
+					sb.WriteString("</" + open[len(open)-1] + ">")
+					open = open[:len(open)-1]
+				}
+			case 3:
+				sb.WriteString(esc)
+			case 4:
+				sb.WriteString(`<br><hr class="h"><input type="checkbox" checked>`)
+			case 5:
+				sb.WriteString("<!-- " + strings.ReplaceAll(text, "--", "") + " -->")
+			case 6:
+				sb.WriteString(`<script type="application/json" id="d">` + strings.ReplaceAll(strings.ReplaceAll(text, "<", `\u003c`), "</", "") + "</script>")
+			case 7:
+				sb.WriteString(`<style>` + strings.ReplaceAll(text, "<", "") + "</style>")
+			}
+		}
+		page := []byte(sb.String())
+		a, b := newScanner(page), &htmlTokens{z: html.NewTokenizer(bytes.NewReader(page))}
+		for {
+			x, okA := a.next()
+			y, okB := b.next()
+			if okA != okB {
+				t.Fatalf("%q: scanner %v (%+v), x/net/html %v (%+v)", page, okA, x, okB, y)
+			}
+			if !okA {
+				break
+			}
+			if x != y {
+				t.Fatalf("%q: scanner %+v (%q), x/net/html %+v (%q)", page, x, page[x.start:x.end], y, page[y.start:y.end])
+			}
+			if x.kind == startTagToken || x.kind == selfClosingTagToken {
+				for _, k := range []string{"class", "id", "data-a", "type"} {
+					if a.attr(k) != b.attr(k) {
+						t.Fatalf("%q: %s attribute %q: scanner %q, x/net/html %q", page, x.name, k, a.attr(k), b.attr(k))
+					}
+				}
 			}
 		}
 	})
