@@ -26,7 +26,6 @@ package paste
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -608,9 +607,53 @@ func manifestOnly(b *runbook.Block, name string) bool {
 	return true
 }
 
-// marker finds the placeholders Manifest.Template writes: \u0001NAME then
-// \u0002 (a whole plain scalar) or \u0003 (inside a string).
-var marker = regexp.MustCompile(`"\\u0001([A-Z][A-Z0-9_]*)\\u0002"|\\u0001([A-Z][A-Z0-9_]*)\\u000[23]`)
+// markerAt is a placeholder Manifest.Template writes, as JSON escapes it:
+// "\u0001NAME\u0002" with its quotes (a whole plain scalar, whole) or
+// \u0001NAME\u0002 or \u0001NAME\u0003 (inside a string).
+type markerAt struct {
+	start, end int
+	name       string
+	whole      bool
+}
+
+// markers finds them left to right, as the expression
+// "\\u0001([A-Z][A-Z0-9_]*)\\u0002"|\\u0001([A-Z][A-Z0-9_]*)\\u000[23]
+// would (a match that begins at the quote first), without a regexp: this
+// runs for every kube block of every page a build renders.
+func markers(js string) []markerAt {
+	const open = `\u0001`
+	var out []markerAt
+	for at := 0; ; {
+		i := strings.Index(js[at:], open)
+		if i < 0 {
+			return out
+		}
+		i += at
+		j := i + len(open)
+		n := j
+		if n < len(js) && js[n] >= 'A' && js[n] <= 'Z' {
+			n++
+			for n < len(js) && (js[n] >= 'A' && js[n] <= 'Z' || js[n] >= '0' && js[n] <= '9' || js[n] == '_') {
+				n++
+			}
+		}
+		if n == j {
+			at = j
+			continue
+		}
+		rest := js[n:]
+		switch {
+		case i > 0 && js[i-1] == '"' && strings.HasPrefix(rest, `\u0002"`):
+			out = append(out, markerAt{start: i - 1, end: n + len(`\u0002"`), name: js[j:n], whole: true})
+		case strings.HasPrefix(rest, `\u0002`) || strings.HasPrefix(rest, `\u0003`):
+			out = append(out, markerAt{start: i, end: n + len(`\u0002`), name: js[j:n]})
+		default:
+			at = j
+			continue
+		}
+		at = out[len(out)-1].end
+	}
+}
 
 // manifest reads the kube body into CAIRN_M: JSON in a quoted
 // here-document, each value a slot JSON-escaped in its string (the kube
@@ -638,24 +681,30 @@ func (w *builder) manifest() {
 		return
 	}
 	js := strings.TrimRight(string(tmpl), "\n")
-	d := delim(marker.ReplaceAllString(js, ""))
-	w.text("IFS= read -r -d '' CAIRN_M <<'" + d + "' || true\n")
+	ms := markers(js)
+	var bare strings.Builder // js without the placeholders, for the delimiter
 	at := 0
-	for _, m := range marker.FindAllStringSubmatchIndex(js, -1) {
-		w.text(js[at:m[0]])
-		if m[2] >= 0 && w.names[js[m[2]:m[3]]] {
-			w.slot(js[m[2]:m[3]], KindJSON)
-		} else if m[2] >= 0 {
-			w.text(js[m[0]:m[1]])
-		} else {
-			name := js[m[4]:m[5]]
-			if w.names[name] {
-				w.slot(name, KindJSONStr)
-			} else {
-				w.text("${" + name + "}")
-			}
+	for _, m := range ms {
+		bare.WriteString(js[at:m.start])
+		at = m.end
+	}
+	bare.WriteString(js[at:])
+	d := delim(bare.String())
+	w.text("IFS= read -r -d '' CAIRN_M <<'" + d + "' || true\n")
+	at = 0
+	for _, m := range ms {
+		w.text(js[at:m.start])
+		switch {
+		case m.whole && w.names[m.name]:
+			w.slot(m.name, KindJSON)
+		case m.whole:
+			w.text(js[m.start:m.end])
+		case w.names[m.name]:
+			w.slot(m.name, KindJSONStr)
+		default:
+			w.text("${" + m.name + "}")
 		}
-		at = m[1]
+		at = m.end
 	}
 	w.text(js[at:] + "\n" + d + "\n")
 }
