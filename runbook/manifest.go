@@ -112,22 +112,21 @@ func parseManifest(body string, nodes bool) (m *Manifest, nodesOK bool, err erro
 // for tests); ok is false when the node decode stopped early (a YAML 1.2
 // quirk: the Kubernetes decoder has the last word on the manifest).
 func (m *Manifest) plainRefs(body, text string, refs []Ref, nodes bool) (plain map[int]bool, ok bool) {
-	plain = map[int]bool{}
-	for i, r := range refs {
-		if nodes {
-			break
-		}
-		p, sure := plainByText(body, r)
-		if !sure && mayBePlain(body, refs[i:i+1]) {
-			nodes = true
-			break
-		}
-		if p {
-			plain[i] = true
-		}
-	}
 	if !nodes {
-		return plain, true
+		plain = map[int]bool{}
+		for i, r := range refs {
+			p, sure := plainByText(body, r)
+			if !sure && mayBePlain(body, refs[i:i+1]) {
+				nodes = true
+				break
+			}
+			if p {
+				plain[i] = true
+			}
+		}
+		if !nodes {
+			return plain, true
+		}
 	}
 	plain = map[int]bool{}
 	dec := yaml3.NewDecoder(strings.NewReader(text))

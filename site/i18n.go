@@ -152,7 +152,6 @@ var uiStrings = map[string]Strings{
 	},
 }
 
-// stringsFor returns the UI strings for lang, falling back to English.
 // stringsJSON holds each language's strings as a page's
 // <script type="application/json">{{.T}}</script> would print them
 // (html/template's JSON escaping), made once instead of for every page.
@@ -178,6 +177,7 @@ func stringsJSONFor(lang string) template.JS {
 	return stringsJSON()["en"]
 }
 
+// stringsFor returns the UI strings for lang, falling back to English.
 func stringsFor(lang string) Strings {
 	if s, ok := uiStrings[lang]; ok {
 		return s

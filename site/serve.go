@@ -671,22 +671,24 @@ const liveJS = `(function () {
         if (served.list[i].matches(LIVE) || served.list[i].querySelector(LIVE) || next.list[i].matches(LIVE) || next.list[i].querySelector(LIVE)) return miss('a live part: ' + next.list[i].tagName);
         swaps.push(i);
       }
-      var art = document.querySelector('main article[data-hash]'), nart = doc.querySelector('main article[data-hash]');
-      if (art && nart) art.setAttribute('data-hash', nart.getAttribute('data-hash'));
-      var dt = document.getElementById('cairn-data'), ndt = doc.getElementById('cairn-data');
-      if (dt && ndt) dt.textContent = ndt.textContent;
-      swaps.forEach(function (i) {
-        var n = document.importNode(next.list[i], true);
-        served.list[i].replaceWith(n);
-        served.list[i] = n;
-        served.html[i] = next.html[i];
-      });
-      patched('fetch');
+      swaps.forEach(function (i) { swap(i, document.importNode(next.list[i], true), next.html[i]); });
+      var nart = doc.querySelector('main article[data-hash]'), ndt = doc.getElementById('cairn-data');
+      settle(nart && nart.getAttribute('data-hash'), ndt && ndt.textContent, 'fetch');
       return true;
     });
   }
-  // patched counts the patches on the page and notes how the last came.
-  function patched(via) {
+  // swap puts node n in place of part i (html: what parts() notes for it).
+  function swap(i, n, html) {
+    served.list[i].replaceWith(n);
+    served.list[i] = n;
+    served.html[i] = html;
+  }
+  // settle carries over the runbook's new hash and page data (when the new
+  // page has them), counts the patch and notes how it came.
+  function settle(hash, data, via) {
+    var art = document.querySelector('main article[data-hash]'), dt = document.getElementById('cairn-data');
+    if (art && hash != null) art.setAttribute('data-hash', hash);
+    if (dt && data != null) dt.textContent = data;
     var d = document.documentElement;
     d.setAttribute('data-patched', String((+d.getAttribute('data-patched') || 0) + 1));
     d.setAttribute('data-patched-via', via);
@@ -701,14 +703,9 @@ const liveJS = `(function () {
       var t = document.createElement('template');
       t.innerHTML = part.html;
       var n = t.content.firstElementChild;
-      served.list[part.i].replaceWith(n);
-      served.list[part.i] = n;
-      served.html[part.i] = n.outerHTML;
+      swap(part.i, n, n.outerHTML);
     });
-    art.setAttribute('data-hash', p.hash);
-    var dt = document.getElementById('cairn-data');
-    if (dt) dt.textContent = p.data;
-    patched('event');
+    settle(p.hash, p.data, 'event');
     return true;
   }
   var es = new EventSource('/_cairn/events');
