@@ -207,6 +207,31 @@ func TestServeLiveReload(t *testing.T) {
 	if code, _ := get("nope/"); code != 404 {
 		t.Errorf("GET nope/: %d, want 404", code)
 	}
+	// Another site's page asking for the event stream (which carries the
+	// pages' prose) is refused, and nothing says it may read it.
+	for _, origin := range []string{"http://evil.example", "null", strings.Replace(base, "127.0.0.1", "localhost", 1)} {
+		oreq, _ := http.NewRequest("GET", base+"_cairn/events", nil)
+		oreq.Header.Set("Origin", strings.TrimSuffix(origin, "/"))
+		oresp, err := http.DefaultClient.Do(oreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oresp.Body.Close()
+		if oresp.StatusCode != http.StatusForbidden || oresp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("events from Origin %s: %d, Access-Control-Allow-Origin %q; want 403 and none", origin, oresp.StatusCode, oresp.Header.Get("Access-Control-Allow-Origin"))
+		}
+	}
+	// The server's own pages may send their own origin.
+	sreq, _ := http.NewRequestWithContext(t.Context(), "GET", base+"_cairn/events", nil)
+	sreq.Header.Set("Origin", strings.TrimSuffix(base, "/"))
+	if sresp, err := http.DefaultClient.Do(sreq); err != nil {
+		t.Fatal(err)
+	} else {
+		sresp.Body.Close()
+		if sresp.StatusCode != http.StatusOK {
+			t.Errorf("events from the server's own origin: %d, want 200", sresp.StatusCode)
+		}
+	}
 	events := liveEvents(t, base) // subscribed before editing
 	wait := func(what string) string {
 		select {

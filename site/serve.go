@@ -508,6 +508,15 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 
 // events streams reload and error notices to open pages (Server-Sent Events).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	// The stream carries the pages' changed prose (patches): only the
+	// pages of this server read it. A browser sends no Origin on a
+	// same-origin EventSource, or this server's own; another site's page
+	// (one that reaches a loopback port) is refused before anything is
+	// sent, as well as left without CORS headers.
+	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
+		http.Error(w, "forbidden origin", http.StatusForbidden)
+		return
+	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
