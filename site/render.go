@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alecthomas/chroma/v2"
@@ -614,8 +617,48 @@ func (r *nodeRenderer) code(w util.BufWriter, b *runbook.Block, exec bool) {
 			refs = append(refs, ref)
 		}
 	}
-	highlight(w, lang, b.Content, refs, b.LineNos)
+	key := codeKey(lang, b.Content, refs, b.LineNos)
+	if out, ok := codeCache.Load(key); ok {
+		w.WriteString(out.(string))
+	} else {
+		var sb strings.Builder
+		bw := bufio.NewWriter(&sb)
+		highlight(bw, lang, b.Content, refs, b.LineNos)
+		bw.Flush()
+		out := sb.String()
+		if codeCached.Add(int64(len(key)+len(out))) <= maxCachedCode {
+			codeCache.Store(key, out)
+		}
+		w.WriteString(out)
+	}
 	w.WriteString("</code></pre>\n")
+}
+
+// codeCache holds highlighted code by what it is made from: an edit under
+// cairn serve renders its runbook again, and its code blocks, unchanged by
+// an edit of the prose, were a tenth of that. The byte count bounds what a
+// long session (or a big build, where few blocks repeat) keeps.
+var (
+	codeCache  sync.Map // codeKey → highlighted HTML
+	codeCached atomic.Int64
+)
+
+const maxCachedCode = 16 << 20
+
+func codeKey(lang, src string, refs []runbook.Ref, lineNos bool) string {
+	var sb strings.Builder
+	sb.Grow(len(lang) + len(src) + 16*len(refs) + 4)
+	// Lengths first, so that no two blocks' parts join into one key.
+	fmt.Fprintf(&sb, "%d:%s", len(lang), lang)
+	if lineNos {
+		sb.WriteString("\x00n")
+	}
+	for _, r := range refs {
+		fmt.Fprintf(&sb, "\x00%d,%d,%s", r.Start, r.End, r.Name)
+	}
+	sb.WriteString("\x00\x00")
+	sb.WriteString(src)
+	return sb.String()
 }
 
 // highlight writes chroma tokens as <span class="CLASS"> using chroma's short

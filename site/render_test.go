@@ -2,6 +2,7 @@ package site
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,43 @@ func TestRenderEscapesAndWraps(t *testing.T) {
 	}
 	if strings.Contains(s, "<b>") || strings.Contains(s, "onerror") {
 		t.Errorf("raw HTML leaked into the page:\n%s", s)
+	}
+}
+
+// TestRenderCodeCacheKeepsRefs: highlighted code is kept by what it is
+// made from, so the same code in a runbook that declares the parameter and
+// in a runbook that does not (a plain code block there) renders with the
+// reference wrapped only in the first,
+// and line numbers only where asked, whichever comes first.
+func TestRenderCodeCacheKeepsRefs(t *testing.T) {
+	code := "```bash%s\necho \"$CACHE_REF\"\n```\n"
+	with := "---\ntitle: t\nparams:\n  - name: CACHE_REF\n    default: a\n---\n## s {#s}\n\n"
+	without := "---\ntitle: t\n---\n## s {#s}\n\n"
+	for _, c := range []struct {
+		src          string
+		wrapped, lns bool
+	}{
+		{without + fmt.Sprintf(code, ""), false, false},
+		{with + fmt.Sprintf(code, " {#b target=local}"), true, false},
+		{without + fmt.Sprintf(code, ""), false, false},
+		{with + fmt.Sprintf(code, " {#b target=local linenos=true}"), true, true},
+		{with + fmt.Sprintf(code, " {#b target=local}"), true, false},
+	} {
+		rb, err := runbook.Parse("t.md", []byte(c.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := renderBody(rb, stringsFor("en"), nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(out)
+		if got := strings.Contains(s, `data-p="CACHE_REF"`); got != c.wrapped {
+			t.Errorf("wrapped = %v, want %v:\n%s", got, c.wrapped, s)
+		}
+		if got := strings.Contains(s, `class="ln"`); got != c.lns {
+			t.Errorf("line numbers = %v, want %v:\n%s", got, c.lns, s)
+		}
 	}
 }
 

@@ -176,8 +176,10 @@ func watchTree(w *fsnotify.Watcher, root string) error {
 // a file in several steps: in place (truncate, write, close) or a new file
 // renamed over the old, each within a millisecond. A burst that outlasts it
 // costs one more incremental rebuild, not a wrong page: the events that
-// follow rebuild again. It is a fifth of what an edit takes to show.
-const debounce = 4 * time.Millisecond
+// follow rebuild again. (A save by rename is whole when its event comes;
+// the writes before it were to another name.) It is a tenth of what an edit
+// takes to show.
+const debounce = 2 * time.Millisecond
 
 func (s *Server) watch(ctx context.Context, w *fsnotify.Watcher) {
 	pending := map[string]bool{}
