@@ -84,6 +84,9 @@ type Builder struct {
 	// in it, by path: an update that moves nothing starts from them.
 	last    *sitePlan
 	lastPos map[string]int
+	// code is the highlighted code of the in-memory builds (cairn serve's
+	// edits), kept across them.
+	code codeCache
 }
 
 // entry is one runbook's latest parse and, when it is good, what its page
@@ -410,7 +413,11 @@ func (b *Builder) parseOne(path string, pack bool) (*entry, error) {
 	body := bufPool.Get().(*bytes.Buffer)
 	defer bufPool.Put(body)
 	body.Reset()
-	if err := renderBodyTo(body, rb, t, results, b.opts.RawHTML == RawHTMLRender); err != nil {
+	var code *codeCache
+	if !pack {
+		code = &b.code
+	}
+	if err := renderBodyTo(body, rb, t, results, b.opts.RawHTML == RawHTMLRender, code); err != nil {
 		return nil, err
 	}
 	var content template.HTML

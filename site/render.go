@@ -43,6 +43,7 @@ type nodeRenderer struct {
 	// at the end of the page as JSON for Copy (not as attributes: HTML
 	// escaping of every quote made the largest page a third bigger).
 	copies map[string]*paste.Template
+	codes  *codeCache // nil: highlight every block
 }
 
 // BlockResult is a block's last verified run, baked into the page. The
@@ -60,7 +61,7 @@ type BlockResult struct {
 // renderBody renders a parsed runbook's Markdown body to HTML.
 func renderBody(rb *runbook.Runbook, t Strings, results map[string]BlockResult, rawHTML bool) ([]byte, error) {
 	var buf bytes.Buffer
-	if err := renderBodyTo(&buf, rb, t, results, rawHTML); err != nil {
+	if err := renderBodyTo(&buf, rb, t, results, rawHTML, nil); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -69,8 +70,8 @@ func renderBody(rb *runbook.Runbook, t Strings, results map[string]BlockResult, 
 // renderBodyTo appends renderBody's HTML to buf (a pooled buffer that has
 // grown to page size already: growing a fresh one was a twentieth of a
 // build).
-func renderBodyTo(buf *bytes.Buffer, rb *runbook.Runbook, t Strings, results map[string]BlockResult, rawHTML bool) error {
-	nr := &nodeRenderer{rb: rb, t: t, names: rb.Names(), results: results}
+func renderBodyTo(buf *bytes.Buffer, rb *runbook.Runbook, t Strings, results map[string]BlockResult, rawHTML bool, code *codeCache) error {
+	nr := &nodeRenderer{rb: rb, t: t, names: rb.Names(), results: results, codes: code}
 	var hopts []ghtml.Option
 	if rawHTML {
 		hopts = append(hopts, ghtml.WithUnsafe()) // raw_html: render (cairn.yaml)
@@ -617,33 +618,41 @@ func (r *nodeRenderer) code(w util.BufWriter, b *runbook.Block, exec bool) {
 			refs = append(refs, ref)
 		}
 	}
-	key := codeKey(lang, b.Content, refs, b.LineNos)
-	if out, ok := codeCache.Load(key); ok {
-		w.WriteString(out.(string))
+	if r.codes == nil {
+		highlight(w, lang, b.Content, refs, b.LineNos)
 	} else {
-		var sb strings.Builder
-		bw := bufio.NewWriter(&sb)
-		highlight(bw, lang, b.Content, refs, b.LineNos)
-		bw.Flush()
-		out := sb.String()
-		if codeCached.Add(int64(len(key)+len(out))) <= maxCachedCode {
-			codeCache.Store(key, out)
-		}
-		w.WriteString(out)
+		w.WriteString(r.codes.highlight(lang, b.Content, refs, b.LineNos))
 	}
 	w.WriteString("</code></pre>\n")
 }
 
-// codeCache holds highlighted code by what it is made from: an edit under
-// cairn serve renders its runbook again, and its code blocks, unchanged by
-// an edit of the prose, were a tenth of that. The byte count bounds what a
-// long session (or a big build, where few blocks repeat) keeps.
-var (
-	codeCache  sync.Map // codeKey → highlighted HTML
-	codeCached atomic.Int64
-)
+// codeCache holds highlighted code by what it is made from. cairn serve's
+// builder keeps one: an edit renders its runbook again, and its code
+// blocks, unchanged by an edit of the prose, were a tenth of that. The byte
+// count bounds what a long session keeps. A streaming build (cairn build)
+// has none: there few blocks repeat, and keeping them cost memory and time.
+type codeCache struct {
+	m sync.Map // codeKey → highlighted HTML
+	n atomic.Int64
+}
 
 const maxCachedCode = 16 << 20
+
+func (c *codeCache) highlight(lang, src string, refs []runbook.Ref, lineNos bool) string {
+	key := codeKey(lang, src, refs, lineNos)
+	if out, ok := c.m.Load(key); ok {
+		return out.(string)
+	}
+	var sb strings.Builder
+	bw := bufio.NewWriter(&sb)
+	highlight(bw, lang, src, refs, lineNos)
+	bw.Flush()
+	out := sb.String()
+	if c.n.Add(int64(len(key)+len(out))) <= maxCachedCode {
+		c.m.Store(key, out)
+	}
+	return out
+}
 
 func codeKey(lang, src string, refs []runbook.Ref, lineNos bool) string {
 	var sb strings.Builder

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -108,6 +109,7 @@ func TestRenderCodeCacheKeepsRefs(t *testing.T) {
 	code := "```bash%s\necho \"$CACHE_REF\"\n```\n"
 	with := "---\ntitle: t\nparams:\n  - name: CACHE_REF\n    default: a\n---\n## s {#s}\n\n"
 	without := "---\ntitle: t\n---\n## s {#s}\n\n"
+	var cache codeCache
 	for _, c := range []struct {
 		src          string
 		wrapped, lns bool
@@ -122,11 +124,11 @@ func TestRenderCodeCacheKeepsRefs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := renderBody(rb, stringsFor("en"), nil, false)
-		if err != nil {
+		var buf bytes.Buffer
+		if err := renderBodyTo(&buf, rb, stringsFor("en"), nil, false, &cache); err != nil {
 			t.Fatal(err)
 		}
-		s := string(out)
+		s := buf.String()
 		if got := strings.Contains(s, `data-p="CACHE_REF"`); got != c.wrapped {
 			t.Errorf("wrapped = %v, want %v:\n%s", got, c.wrapped, s)
 		}
