@@ -223,6 +223,7 @@ func medianLoad(s []loadSample) loadSample {
 type loadResult struct {
 	cairn, hugo []loadSample
 	hugoName    string
+	lh          map[string]map[string][]lhSample // site → preset → runs
 }
 
 // measureFirstLoad builds the first-load content with cairn (and Hugo, when
@@ -260,7 +261,35 @@ func measureFirstLoad(ctx context.Context, c config, work, cairnBin, hugoBin str
 	if err != nil {
 		return nil, err
 	}
+	if c.lhRuns > 0 {
+		if err := res.measureLighthouse(ctx, c, cairnOut, hugoOut, out); err != nil {
+			fmt.Fprintf(out, "lighthouse: not measured: %v\n", err)
+		}
+	}
 	return res, nil
+}
+
+// measureLighthouse scores the first-load page of both static builds.
+func (r *loadResult) measureLighthouse(ctx context.Context, c config, cairnOut, hugoOut string, out io.Writer) error {
+	cli, err := ensureLighthouse(ctx, out)
+	if err != nil {
+		return err
+	}
+	sites := map[string]string{}
+	for name, dir := range map[string]string{"cairn": cairnOut, "hugo": hugoOut} {
+		if dir == "" {
+			continue
+		}
+		url, stop, err := serveStatic(dir)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		sites[name] = url
+	}
+	fmt.Fprintf(out, "lighthouse %s on %s: %d runs per site and preset, alternating\n", lighthouseVersion, c.loadPage, c.lhRuns)
+	r.lh, err = lighthouse(ctx, cli, lhURLs(sites, c.loadPage), c.lhRuns, out)
+	return err
 }
 
 // report prints the first-load rows and returns the targets missed.
@@ -288,5 +317,5 @@ func (r *loadResult) report(out io.Writer, page string) []string {
 	if c.transferred > targetWeight {
 		missed = append(missed, fmt.Sprintf("MISSED: first load of %s: %s over the wire; target ≤ %s", page, kib(c.transferred), kib(targetWeight)))
 	}
-	return missed
+	return append(missed, reportLighthouse(out, page, r.lh)...)
 }

@@ -57,6 +57,7 @@ type config struct {
 	// The first load of a bundled page (issue 34 §3).
 	loadContent, loadPage string
 	loadRuns, patchEdits  int
+	lhRuns                int // Lighthouse runs per preset and site
 	// One block on N SSH hosts (issue 34 §4).
 	fanHosts string
 	fanWide  int
@@ -87,6 +88,7 @@ func main() {
 	flag.StringVar(&c.loadContent, "firstload-content", "content", "content folder of the page whose first load is measured in Chromium (\"\": skip)")
 	flag.StringVar(&c.loadPage, "firstload-page", "kubeadm-ha", "the page (a runbook's slug) whose first load is measured")
 	flag.IntVar(&c.loadRuns, "firstload-runs", 9, "cold loads per site, alternating")
+	flag.IntVar(&c.lhRuns, "lighthouse-runs", 3, "Lighthouse runs (npm, installed into the user cache) per preset on the first-load page of each static build (0: skip)")
 	flag.IntVar(&c.patchEdits, "patch-edits", 10, "edits of the first-load page's prose under cairn serve and hugo server, timed from the write to the words in Chromium (0: skip)")
 	flag.StringVar(&c.fanHosts, "fanout-hosts", "1,10,100", "host counts for the fan-out comparison (cairn run, parallel-ssh, ansible; \"\": skip)")
 	flag.IntVar(&c.fanWide, "fanout-wide", 1000, "then cairn run alone on this many host names spread over the largest -fanout-hosts sshd (0: skip)")
