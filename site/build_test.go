@@ -108,6 +108,31 @@ func runbookMD(title, body string) string {
 	return "---\ntitle: " + title + "\nlang: ko\nparams:\n  - name: X\n    default: a\n---\n" + body
 }
 
+// TestBuildExecutorStatusUnderServe: cairn serve's pages carry the
+// executor's status line, which the executor client fills in, at the top of
+// the runbook (made later, it pushed the page down); a published page has
+// none (its client makes one only when a reader reaches for Run).
+func TestBuildExecutorStatusUnderServe(t *testing.T) {
+	for _, dev := range []bool{false, true} {
+		b, err := site.New(site.Options{Content: "../content", Dev: dev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.Build(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := string(res.Files["kubeadm-ha/index.html"])
+		status, title := strings.Index(page, `id="cairn-exec-status"`), strings.Index(page, `class="rb-title"`)
+		if dev && (status < 0 || status > title) {
+			t.Errorf("cairn serve's page: executor status at %d, title at %d; want it before the title", status, title)
+		}
+		if !dev && status >= 0 {
+			t.Errorf("a published page carries the executor status")
+		}
+	}
+}
+
 func TestBuildReportsProblemsWithPositions(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "good.md"), runbookMD("좋음", "## 하나 {#one}\n\n```bash {target=local}\necho $X\n```\n"))

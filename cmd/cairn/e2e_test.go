@@ -144,6 +144,12 @@ func TestE2EExecutorInBrowser(t *testing.T) {
 	if tip := text(`document.querySelector(".cb-run").title`); !strings.Contains(tip, "cairn serve") || !strings.Contains(text(`document.getElementById("cairn-exec-status").textContent`), "#cairn-token=") {
 		t.Errorf("unpaired tab: tooltip %q", tip)
 	}
+	// The status the executor client fills in is the one cairn serve put at
+	// the top of the runbook (so that filling it in moves nothing), not a
+	// second one.
+	if got := text(`document.querySelectorAll("#cairn-exec-status").length + " " + document.querySelector(".runbook-head").firstElementChild.id`); got != "1 cairn-exec-status" {
+		t.Errorf("executor status: %q, want one, first in the runbook's header", got)
+	}
 	// Pasting the fragment into the open tab pairs it.
 	text(`(location.hash = "cairn-token=` + token + `", "")`)
 	waitJS(`document.querySelector("#cairn-exec-status.exec-on") && !document.querySelector(".cb-run[aria-disabled=true]")`, 15*time.Second)
