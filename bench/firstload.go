@@ -145,7 +145,8 @@ func benchBrowser(ctx context.Context) (context.Context, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 900)}
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 900),
+		chromedp.Flag("host-resolver-rules", hostResolverRules)}
 	for _, f := range []string{"headless", "no-sandbox", "disable-gpu", "no-first-run", "disable-background-networking",
 		"disable-component-update", "disable-sync", "disable-extensions"} {
 		opts = append(opts, chromedp.Flag(f, true))
@@ -162,8 +163,18 @@ func benchBrowser(ctx context.Context) (context.Context, func(), error) {
 
 func kib(b int64) string { return fmt.Sprintf("%.1f KiB", float64(b)/1024) }
 
+// publishedHost is the name the static sites are loaded by: the bench's
+// browsers map it to loopback (hostResolverRules). Loaded by 127.0.0.1 a
+// Cairn page takes itself for one that cairn serve serves (its executor
+// client loads and shows the executor's state at the top); by a name it is
+// what a reader of a published site gets.
+const publishedHost = "published.cairn-bench.test"
+
+var hostResolverRules = "MAP " + publishedHost + " 127.0.0.1"
+
 // serveStatic serves dir on a loopback port as a static host does: files,
-// index.html for folders, gzip for text when the browser takes it.
+// index.html for folders, gzip for text when the browser takes it. The URL
+// names publishedHost.
 func serveStatic(dir string) (url string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -190,7 +201,7 @@ func serveStatic(dir string) (url string, stop func(), err error) {
 		w.Write(buf.Bytes())
 	})}
 	go srv.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+	return fmt.Sprintf("http://%s:%d", publishedHost, ln.Addr().(*net.TCPAddr).Port), func() { srv.Close() }, nil
 }
 
 func compressibleName(name string) bool {

@@ -107,7 +107,7 @@ func lighthouseOnce(ctx context.Context, cli, chromium, url, preset string) (lhS
 	}
 	defer os.RemoveAll(profile)
 	args := []string{cli, url, "--only-categories=performance", "--output=json", "--output-path=stdout", "--quiet",
-		"--chrome-flags=--headless=new --no-sandbox --disable-gpu --user-data-dir=" + profile}
+		"--chrome-flags=--headless=new --no-sandbox --disable-gpu --user-data-dir=" + profile + ` --host-resolver-rules="` + hostResolverRules + `"`}
 	if preset == "desktop" {
 		args = append(args, "--preset=desktop")
 	}
