@@ -71,17 +71,28 @@ var sessionRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ReapScript is a /bin/sh script that kills every process whose
 // environment holds CAIRN_SESSION=session (hex: safe in the text), so a
-// block's background processes end with the run. GNU grep reads every
-// environ file in one process (-z: entries end in NUL); a loop that forks
-// per process took seconds on a loaded machine, longer than the grace
-// before SIGKILL ended the reaper itself. Other greps get the loop.
+// block's background processes end with the run. See ReapCommands.
 func ReapScript(session string) string {
+	return ReapCommands(session) + "; exit 0"
+}
+
+// ReapCommands are ReapScript's commands without its exit, for a shell
+// that reaps and goes on (the wrappers' cairn_reap function): the shell
+// running them ($$) is spared. GNU grep reads every environ file in one
+// process (-z: entries end in NUL); a loop that forks per process took
+// seconds on a loaded machine, longer than the grace before SIGKILL ended
+// the reaper itself. Other greps get the loop. Whether -z works is read
+// from that same grep: its own argv (/proc/self/cmdline, NUL-separated)
+// has the entry as a whole record only when it splits at NULs. On a host
+// that runs many blocks at once each process started counts (about 15 ms
+// on a small VM): this is one, where a probe and a second shell made four.
+func ReapCommands(session string) string {
 	if !sessionRe.MatchString(session) {
-		return "exit 0"
+		return ":"
 	}
 	entry := "'CAIRN_SESSION=" + session + "'"
-	return `if printf 'a\000' | grep -qzx a 2>/dev/null; then ` +
-		`for f in $(grep -lzx ` + entry + ` /proc/[0-9]*/environ 2>/dev/null); do p=${f#/proc/}; p=${p%/environ}; [ "$p" = "$$" ] || kill -9 "$p" 2>/dev/null; done; ` +
-		`else for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
-		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx ` + entry + `; then kill -9 "$p" 2>/dev/null; fi; done; fi; exit 0`
+	return `cairn_found=$(grep -lzxF -e ` + entry + ` /proc/self/cmdline /proc/[0-9]*/environ 2>/dev/null); ` +
+		`case $cairn_found in /proc/self/cmdline*) for f in $cairn_found; do case $f in */environ) p=${f#/proc/}; p=${p%/environ}; [ "$p" = "$$" ] || kill -9 "$p" 2>/dev/null;; esac; done;; ` +
+		`*) for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
+		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx ` + entry + `; then kill -9 "$p" 2>/dev/null; fi; done;; esac`
 }

@@ -54,7 +54,7 @@ const DefaultNodeImage = nodepod.DefaultImage
 // signal ends the wrapper, the run's leftover processes are reaped by
 // their CAIRN_SESSION (executor.ReapScript).
 func shellWrapper(session string) string {
-	return `cairn_reap() { /bin/sh -c ` + runbook.ShellQuote(executor.ReapScript(session)) + ` 2>/dev/null; }
+	return `cairn_reap() { ` + executor.ReapCommands(session) + `; } 2>/dev/null
 trap 'cairn_reap; exit 143' TERM HUP INT
 if command -v bash >/dev/null 2>&1; then bash --noprofile --norc -euo pipefail -s 2>&1; else sh -eu -s 2>&1; fi
 rc=$?

@@ -268,17 +268,17 @@ func (r *Runner) runScript(ctx context.Context, job *executor.Job, h *Host, out 
 // (or sudo) with standard error joined to standard output.
 func scriptCommand(sudo bool, session string) string {
 	bash := "bash --noprofile --norc -euo pipefail -s"
-	reap := "/bin/sh -c " + runbook.ShellQuote(executor.ReapScript(session))
+	reap := executor.ReapCommands(session) // in sh itself: no process more than the grep
 	if sudo {
 		bash = "sudo -n " + bash
-		reap = "sudo -n " + reap
+		reap = "sudo -n /bin/sh -c " + runbook.ShellQuote(executor.ReapScript(session))
 	}
 	// sh stays as the session leader, runs bash, and when bash ends (or a
 	// signal ends the run) kills every process of the run left on the host:
 	// they carry CAIRN_SESSION in their environment, even those that
 	// started a session of their own.
 	return "exec /bin/sh -c " + runbook.ShellQuote(`printf '`+sidPrefix+`%s\n' "$$" >&2
-cairn_reap() { `+reap+` 2>/dev/null; }
+cairn_reap() { `+reap+`; } 2>/dev/null
 trap 'cairn_reap; exit 143' TERM HUP INT
 `+bash+` 2>&1
 rc=$?
