@@ -634,6 +634,31 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 			}
 		}
 	}
+	b.mu.Lock()
+	if p.same && len(b.searchOf) == len(good) {
+		for path := range p.only {
+			i := b.lastPos[path]
+			b.searchOf[i] = good[i].searchJSON
+		}
+	} else {
+		b.searchOf = make([][]byte, len(good))
+		for i, e := range good {
+			b.searchOf[i] = e.searchJSON
+		}
+	}
+	b.searchJSON, b.searchJS = nil, nil
+	b.mu.Unlock()
+	// An edit under the dev server: the multi-megabyte index of a big site
+	// is assembled when a page asks for it (SearchFiles), not on every
+	// keystroke's rebuild.
+	res.SearchDeferred = len(p.only) > 0
+	// The files made from the whole site and the assets are written beside
+	// the pages, not after them: the search index of a thousand runbooks is
+	// two files of 14 MB, and writing them alone at the end left a core
+	// idle. Waited for on every path, so that nothing writes into a sink
+	// its caller has aborted.
+	rest := make(chan error, 1)
+	go func() { rest <- b.putSiteFiles(p, th, put) }()
 	var index, notFound []byte // each set by the one job that makes it
 	var rendered atomic.Int64
 	var namesMu sync.Mutex
@@ -651,7 +676,7 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 		}
 		return put(j.name, out)
 	})
-	if err != nil {
+	if err := cmp.Or(err, <-rest); err != nil {
 		return nil, err
 	}
 	res.Rendered = int(rendered.Load())
@@ -666,46 +691,30 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 		b.shared = &sharedPages{theme: th, site: site, index: index, notFound: notFound}
 		b.mu.Unlock()
 	}
-	b.mu.Lock()
-	if p.same && len(b.searchOf) == len(good) {
-		for path := range p.only {
-			i := b.lastPos[path]
-			b.searchOf[i] = good[i].searchJSON
-		}
-	} else {
-		b.searchOf = make([][]byte, len(good))
-		for i, e := range good {
-			b.searchOf[i] = e.searchJSON
-		}
-	}
-	b.searchJSON, b.searchJS = nil, nil
-	b.mu.Unlock()
-	if len(p.only) > 0 {
-		// An edit under the dev server: the multi-megabyte index of a big
-		// site is assembled when a page asks for it (SearchFiles), not on
-		// every keystroke's rebuild.
-		res.SearchDeferred = true
-	} else {
+	res.Written = int(written.Load())
+	return res, nil
+}
+
+// putSiteFiles puts the search index (unless deferred), the sitemap (when
+// the slugs changed) and the theme's assets.
+func (b *Builder) putSiteFiles(p *sitePlan, th *theme, put func(string, []byte) error) error {
+	if len(p.only) == 0 {
 		js, jsFile := b.SearchFiles()
 		if err := cmp.Or(put("search.json", js), put("search.js", jsFile)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if !p.same { // the same slugs in the same order
-		if err := put("sitemap.xml", sitemap(b.opts.BaseURL, good)); err != nil {
-			return nil, err
+		if err := put("sitemap.xml", sitemap(b.opts.BaseURL, p.good)); err != nil {
+			return err
 		}
 	}
 	for name, data := range th.assets {
 		if err := put(path.Join("assets", name), data); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := put("assets/chroma.css", th.chromaCSS); err != nil {
-		return nil, err
-	}
-	res.Written = int(written.Load())
-	return res, nil
+	return put("assets/chroma.css", th.chromaCSS)
 }
 
 // runbookData is the runbook part of its page, its body rendered; steps
