@@ -605,31 +605,32 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 	// The workers run the templates, each page put into the sink and let
 	// go as soon as it is done.
 	pages := func(yield func(pageJob) bool) {
+		// The index and 404 pages depend only on the theme and the site
+		// data. They go first: the index of a big site lists every
+		// runbook (a megabyte at a thousand), and made last it was one
+		// worker's alone while the other had nothing left.
+		if !reuse {
+			t := stringsFor(site.Lang)
+			for _, kind := range []string{"index", "404"} {
+				page := &Page{Site: site, Lang: site.Lang, T: t, TJSON: stringsJSONFor(site.Lang), Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
+				name := "index.html"
+				if kind == "404" {
+					// Served for any missing path, so links must be absolute.
+					page.Root = "/"
+					page.Title = t["page_not_found"]
+					name = "404.html"
+				}
+				if !yield(pageJob{name: name, kind: kind, page: page, errPrefix: "template " + kind + ".html"}) {
+					return
+				}
+			}
+		}
 		for i, e := range good {
 			if len(p.only) > 0 && !p.only[e.path] {
 				continue
 			}
 			if !yield(pageJob{name: e.summary.Slug + "/index.html", kind: "runbook", page: b.runbookPage(site, i, e), e: e,
 				errPrefix: e.path + ": template runbook.html"}) {
-				return
-			}
-		}
-		if reuse {
-			return
-		}
-		// The index and 404 pages depend only on the theme and the site
-		// data.
-		t := stringsFor(site.Lang)
-		for _, kind := range []string{"index", "404"} {
-			page := &Page{Site: site, Lang: site.Lang, T: t, TJSON: stringsJSONFor(site.Lang), Root: "./", Kind: kind, Dev: b.opts.Dev, Title: site.Title}
-			name := "index.html"
-			if kind == "404" {
-				// Served for any missing path, so links must be absolute.
-				page.Root = "/"
-				page.Title = t["page_not_found"]
-				name = "404.html"
-			}
-			if !yield(pageJob{name: name, kind: kind, page: page, errPrefix: "template " + kind + ".html"}) {
 				return
 			}
 		}
