@@ -599,6 +599,44 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 			return nil, err
 		}
 	}
+	b.mu.Lock()
+	if p.same && len(b.searchOf) == len(good) {
+		for path := range p.only {
+			i := b.lastPos[path]
+			b.searchOf[i] = good[i].searchJSON
+		}
+	} else {
+		b.searchOf = make([][]byte, len(good))
+		for i, e := range good {
+			b.searchOf[i] = e.searchJSON
+		}
+	}
+	b.searchJSON, b.searchJS = nil, nil
+	b.mu.Unlock()
+	// An edit under the dev server: the multi-megabyte index of a big site
+	// is assembled when a page asks for it (SearchFiles), not on every
+	// keystroke's rebuild.
+	res.SearchDeferred = len(p.only) > 0
+	// The files made from the whole site and the assets are written beside
+	// the last pages, not after them: the search index of a thousand
+	// runbooks is two files of 14 MB, and writing them alone at the end
+	// left a core idle. Not from the start either: held through the whole
+	// render, they raised the peak heap by as much (GC lets the heap grow
+	// to twice what is live). Started once nine tenths of the pages are
+	// handed out (or after the render, for a site of a few pages), and
+	// waited for on every path, so that nothing writes into a sink its
+	// caller has aborted.
+	rest := make(chan error, 1)
+	var restStarted atomic.Bool
+	startRest := func() {
+		if restStarted.CompareAndSwap(false, true) {
+			go func() { rest <- b.putSiteFiles(p, th, put) }()
+		}
+	}
+	restAt := len(good) * 9 / 10
+	if len(p.only) > 0 {
+		restAt = len(good) + 1 // an update renders a few pages: after them
+	}
 	// A plan that is the last one's (same) has its site data: the shared
 	// pages made from that, or from equal data, still hold.
 	reuse := shared != nil && shared.theme == th && (p.same || reflect.DeepEqual(shared.site, site))
@@ -626,6 +664,9 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 			}
 		}
 		for i, e := range good {
+			if i == restAt {
+				startRest()
+			}
 			if len(p.only) > 0 && !p.only[e.path] {
 				continue
 			}
@@ -635,31 +676,6 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 			}
 		}
 	}
-	b.mu.Lock()
-	if p.same && len(b.searchOf) == len(good) {
-		for path := range p.only {
-			i := b.lastPos[path]
-			b.searchOf[i] = good[i].searchJSON
-		}
-	} else {
-		b.searchOf = make([][]byte, len(good))
-		for i, e := range good {
-			b.searchOf[i] = e.searchJSON
-		}
-	}
-	b.searchJSON, b.searchJS = nil, nil
-	b.mu.Unlock()
-	// An edit under the dev server: the multi-megabyte index of a big site
-	// is assembled when a page asks for it (SearchFiles), not on every
-	// keystroke's rebuild.
-	res.SearchDeferred = len(p.only) > 0
-	// The files made from the whole site and the assets are written beside
-	// the pages, not after them: the search index of a thousand runbooks is
-	// two files of 14 MB, and writing them alone at the end left a core
-	// idle. Waited for on every path, so that nothing writes into a sink
-	// its caller has aborted.
-	rest := make(chan error, 1)
-	go func() { rest <- b.putSiteFiles(p, th, put) }()
 	var index, notFound []byte // each set by the one job that makes it
 	var rendered atomic.Int64
 	var namesMu sync.Mutex
@@ -677,7 +693,13 @@ func (b *Builder) assemble(ctx context.Context, p *sitePlan, sink Sink) (*Result
 		}
 		return put(j.name, out)
 	})
-	if err := cmp.Or(err, <-rest); err != nil {
+	if err == nil {
+		startRest()
+	}
+	if restStarted.Load() {
+		err = cmp.Or(err, <-rest)
+	}
+	if err != nil {
 		return nil, err
 	}
 	res.Rendered = int(rendered.Load())
