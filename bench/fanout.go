@@ -227,13 +227,14 @@ func fanOnce(ctx context.Context, t fanTool, hosts []string) (fanSample, error) 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	busy0 := machineBusy()
 	start := time.Now()
-	err := cmd.Run()
-	s := fanSample{wall: time.Since(start), machine: machineBusy() - busy0}
+	if err := cmd.Start(); err != nil {
+		return fanSample{}, fmt.Errorf("%s on %d hosts: %w", t.name, len(hosts), err)
+	}
+	peak := watchPeakRSS(cmd.Process.Pid)
+	err := cmd.Wait()
+	s := fanSample{wall: time.Since(start), machine: machineBusy() - busy0, rss: peak()}
 	if err != nil {
 		return s, fmt.Errorf("%s on %d hosts: %w\n%s", t.name, len(hosts), err, tail(output.String(), 2000))
-	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		s.rss = ru.Maxrss << 10
 	}
 	s.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return s, nil
