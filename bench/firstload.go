@@ -131,15 +131,9 @@ func firstLoad(ctx context.Context, cairnOut, hugoOut, page string, runs int, ou
 
 // benchBrowser starts a headless Chromium with a fresh profile.
 func benchBrowser(ctx context.Context) (context.Context, func(), error) {
-	chromium := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chromium = p
-			break
-		}
-	}
-	if chromium == "" {
-		return nil, nil, fmt.Errorf("no chromium on PATH (apt-get install -y chromium)")
+	chromium, err := chromiumPath()
+	if err != nil {
+		return nil, nil, err
 	}
 	profile, err := os.MkdirTemp("", "cairn-bench-chromium-")
 	if err != nil {
@@ -159,6 +153,16 @@ func benchBrowser(ctx context.Context) (context.Context, func(), error) {
 		return nil, nil, fmt.Errorf("chromium: %w", err)
 	}
 	return bctx, stop, nil
+}
+
+// chromiumPath is the Chromium the bench's browsers run.
+func chromiumPath() (string, error) {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no chromium on PATH (apt-get install -y chromium)")
 }
 
 func kib(b int64) string { return fmt.Sprintf("%.1f KiB", float64(b)/1024) }

@@ -65,15 +65,9 @@ func ensureLighthouse(ctx context.Context, out io.Writer) (string, error) {
 // lighthouse runs Lighthouse runs times per preset on each site's page,
 // alternating sites, and returns the samples by site and preset.
 func lighthouse(ctx context.Context, cli string, urls map[string]string, runs int, out io.Writer) (map[string]map[string][]lhSample, error) {
-	chromium := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chromium = p
-			break
-		}
-	}
-	if chromium == "" {
-		return nil, fmt.Errorf("no chromium on PATH (apt-get install -y chromium)")
+	chromium, err := chromiumPath()
+	if err != nil {
+		return nil, err
 	}
 	names := make([]string, 0, len(urls))
 	for n := range urls {
