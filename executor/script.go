@@ -85,14 +85,22 @@ func ReapScript(session string) string {
 // from that same grep: its own argv (/proc/self/cmdline, NUL-separated)
 // has the entry as a whole record only when it splits at NULs. On a host
 // that runs many blocks at once each process started counts (about 15 ms
-// on a small VM): this is one, where a probe and a second shell made four.
+// on a small VM): this is two greps, where a second shell, a probe and its
+// pipeline and one grep made four.
 func ReapCommands(session string) string {
 	if !sessionRe.MatchString(session) {
 		return ":"
 	}
 	entry := "'CAIRN_SESSION=" + session + "'"
-	return `cairn_found=$(grep -lzxF -e ` + entry + ` /proc/self/cmdline /proc/[0-9]*/environ 2>/dev/null); ` +
-		`case $cairn_found in /proc/self/cmdline*) for f in $cairn_found; do case $f in */environ) p=${f#/proc/}; p=${p%/environ}; [ "$p" = "$$" ] || kill -9 "$p" 2>/dev/null;; esac; done;; ` +
+	// Scanned at least twice, and again while a scan finds something (four
+	// at most): a process in the middle of an exec (a block's last command
+	// backgrounded under setsid, then bash ended) shows an empty environ
+	// for that moment, and a scan made at once after bash ended missed it
+	// under load (TestNormalExitLeavesNoProcesses, in CI).
+	return `cairn_i=0; while [ $cairn_i -lt 4 ]; do cairn_i=$((cairn_i+1)); cairn_hit=; ` +
+		`cairn_found=$(grep -lzxF -e ` + entry + ` /proc/self/cmdline /proc/[0-9]*/environ 2>/dev/null); ` +
+		`case $cairn_found in /proc/self/cmdline*) for f in $cairn_found; do case $f in */environ) p=${f#/proc/}; p=${p%/environ}; [ "$p" = "$$" ] || { kill -9 "$p" 2>/dev/null; cairn_hit=1; };; esac; done;; ` +
 		`*) for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
-		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx ` + entry + `; then kill -9 "$p" 2>/dev/null; fi; done;; esac`
+		`if tr '\000' '\n' <"$d/environ" 2>/dev/null | grep -qx ` + entry + `; then kill -9 "$p" 2>/dev/null; fi; done; break;; esac; ` +
+		`[ $cairn_i -ge 2 ] && [ -z "$cairn_hit" ] && break; done`
 }
